@@ -1,0 +1,46 @@
+# Quick start: `make demo` and `make test`. Everything installs into .venv.
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+PACKAGES := servekit jobrunner marks
+DIST   ?= dist
+
+.PHONY: dev test lint format demo bench dist system clean
+
+$(STAMP): pyproject.toml $(foreach p,$(PACKAGES),packages/$(p)/pyproject.toml)
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --disable-pip-version-check --upgrade "pip>=25.1"
+	$(BIN)/python -m pip install -q --disable-pip-version-check \
+		$(foreach p,$(PACKAGES),-e packages/$(p)) --group dev
+	touch $@
+
+dev: $(STAMP)
+
+system:
+	@bash ci/system-packages.sh
+
+test: dev system
+	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+lint: dev
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+format: dev
+	$(BIN)/ruff format .
+	$(BIN)/ruff check --fix .
+
+demo: dev
+	$(BIN)/python ci/demo.py
+
+bench: dev
+	$(BIN)/python benchmarks/run.py $(BENCH_ARGS)
+
+dist: dev
+	rm -rf $(DIST)
+	$(foreach p,$(PACKAGES),$(BIN)/python -m build --no-isolation --wheel --outdir $(DIST) packages/$(p) >/dev/null &&) true
+	@ls -1 $(DIST)
+
+clean:
+	rm -rf $(VENV) dist .pytest_cache .ruff_cache .hypothesis

@@ -1,0 +1,3 @@
+from jobrunner.cli import main
+
+main()

@@ -1,0 +1,3 @@
+from marks.cli import main
+
+main()

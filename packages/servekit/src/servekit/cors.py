@@ -1,0 +1,53 @@
+"""The cross-origin policy of a server, as one value that builds Starlette's CORS middleware.
+
+jobrunner is anonymous and allows every origin; marks serves a personal library and allows only
+the origins it is told about (and, optionally, browser-extension origins), never `*`.
+"""
+
+from dataclasses import dataclass, field
+
+from starlette.middleware import Middleware
+from starlette.middleware.cors import CORSMiddleware
+
+# chrome-extension://<32 letters a-p>, moz-extension://<uuid>, safari-web-extension://<uuid>
+EXTENSION_ORIGINS = (
+    r"^(chrome-extension://[a-p]{32}|(moz|safari-web)-extension://[0-9a-fA-F-]{36})$"
+)
+
+
+@dataclass(frozen=True)
+class CorsPolicy:
+    allow_any_origin: bool = False
+    origins: tuple[str, ...] = ()
+    allow_extensions: bool = False
+    methods: tuple[str, ...] = ("GET", "POST", "PUT", "PATCH", "DELETE", "OPTIONS")
+    headers: tuple[str, ...] = ("*",)
+    expose_headers: tuple[str, ...] = field(default=())
+    max_age: int = 600
+
+    @classmethod
+    def anyone(cls, **options: object) -> "CorsPolicy":
+        return cls(allow_any_origin=True, **options)  # type: ignore[arg-type]
+
+    @classmethod
+    def only(cls, *origins: str, allow_extensions: bool = False, **options: object) -> "CorsPolicy":
+        if "*" in origins:
+            raise ValueError("use CorsPolicy.anyone() to allow every origin")
+        return cls(
+            origins=tuple(o.rstrip("/") for o in origins),
+            allow_extensions=allow_extensions,
+            **options,
+        )  # type: ignore[arg-type]
+
+    def middleware(self) -> Middleware:
+        return Middleware(
+            CORSMiddleware,  # type: ignore[arg-type]
+            allow_origins=["*"] if self.allow_any_origin else list(self.origins),
+            allow_origin_regex=EXTENSION_ORIGINS if self.allow_extensions else None,
+            allow_methods=list(self.methods),
+            allow_headers=list(self.headers),
+            expose_headers=list(self.expose_headers),
+            # Credentials never travel cross-origin: neither server uses cookies.
+            allow_credentials=False,
+            max_age=self.max_age,
+        )

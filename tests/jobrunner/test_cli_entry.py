@@ -1,0 +1,28 @@
+"""The `jobrunner` console script answers --version and --help as installed by make dev."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+from jobrunner import __version__
+
+SCRIPT = Path(sys.executable).parent / "jobrunner"
+
+
+def test_version():
+    result = subprocess.run([str(SCRIPT), "--version"], capture_output=True, text=True)
+    assert result.returncode == 0
+    assert result.stdout.strip() == f"jobrunner, version {__version__}"
+
+
+def test_help():
+    result = subprocess.run([str(SCRIPT), "--help"], capture_output=True, text=True)
+    assert result.returncode == 0
+    assert result.stdout.startswith("Usage: jobrunner")
+
+
+def test_module_form_matches_script():
+    result = subprocess.run(
+        [sys.executable, "-m", "jobrunner", "--version"], capture_output=True, text=True
+    )
+    assert result.stdout.strip() == f"jobrunner, version {__version__}"

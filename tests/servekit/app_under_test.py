@@ -1,0 +1,79 @@
+"""A small server built only from servekit, run as a real process by the servekit tests."""
+
+import argparse
+import asyncio
+import datetime as dt
+
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.routing import Route
+
+from servekit import (
+    CorsPolicy,
+    HTTPError,
+    JSONResponse,
+    Listener,
+    TrustedProxies,
+    client_ip,
+    exception_handlers,
+    serve,
+)
+
+
+def build(trusted: TrustedProxies, cors: CorsPolicy) -> Starlette:
+    async def hello(request: Request) -> JSONResponse:
+        when = dt.datetime(2026, 1, 2, 3, 4, 5, tzinfo=dt.UTC)
+        return JSONResponse({"hello": "wörld", "when": when})
+
+    async def boom(request: Request) -> JSONResponse:
+        raise RuntimeError("secret detail from /srv/internal/path")
+
+    async def refuse(request: Request) -> JSONResponse:
+        raise HTTPError(
+            429,
+            "Rate limit exceeded",
+            reason="3/2 jobs",
+            retry_after=7,
+            headers={"Retry-After": "7"},
+        )
+
+    async def slow(request: Request) -> JSONResponse:
+        await asyncio.sleep(float(request.query_params.get("seconds", "1")))
+        return JSONResponse({"slept": True})
+
+    async def whoami(request: Request) -> JSONResponse:
+        return JSONResponse({"ip": client_ip(request, trusted)})
+
+    return Starlette(
+        routes=[
+            Route("/hello", hello),
+            Route("/boom", boom),
+            Route("/refuse", refuse, methods=["POST"]),
+            Route("/slow", slow),
+            Route("/whoami", whoami),
+        ],
+        exception_handlers=exception_handlers(),
+        middleware=[cors.middleware()],
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--port", type=int, default=0)
+    parser.add_argument("--certfile")
+    parser.add_argument("--keyfile")
+    parser.add_argument("--trust", action="append", default=[])
+    parser.add_argument("--cors-only", action="append", default=None)
+    parser.add_argument("--cors-extensions", action="store_true")
+    args = parser.parse_args()
+    cors = (
+        CorsPolicy.only(*args.cors_only, allow_extensions=args.cors_extensions)
+        if args.cors_only is not None
+        else CorsPolicy.anyone(expose_headers=("Retry-After",))
+    )
+    app = build(TrustedProxies(args.trust), cors)
+    serve(app, Listener("127.0.0.1", args.port, args.certfile, args.keyfile), graceful_timeout=5)
+
+
+if __name__ == "__main__":
+    main()
