@@ -19,9 +19,16 @@ untrusted_addresses = addresses.filter(lambda a: a not in PROXIES)
 junk = st.text(max_size=20)
 
 
+def canonical(text: str) -> str:
+    """An IPv4 client reached through a dual-stack socket is the same client as over IPv4."""
+    address = ipaddress.ip_address(text.strip())
+    mapped = getattr(address, "ipv4_mapped", None)
+    return str(mapped or address)
+
+
 @given(untrusted_addresses, st.lists(st.one_of(addresses, junk), max_size=6))
 def test_untrusted_peer_is_the_client_whatever_it_forwards(peer, hops):
-    assert PROXIES.resolve(peer, [", ".join(hops)]) == str(ipaddress.ip_address(peer))
+    assert PROXIES.resolve(peer, [", ".join(hops)]) == canonical(peer)
 
 
 @given(
@@ -33,7 +40,7 @@ def test_untrusted_peer_is_the_client_whatever_it_forwards(peer, hops):
 def test_trusted_chain_yields_rightmost_untrusted(peer, spoofed, client, proxies):
     # Whatever the client wrote on the left, the proxies' own appends decide.
     header = ", ".join([*spoofed, client, *proxies])
-    assert PROXIES.resolve(peer, [header]) == str(ipaddress.ip_address(client))
+    assert PROXIES.resolve(peer, [header]) == canonical(client)
 
 
 @given(st.one_of(addresses, junk), st.lists(st.one_of(addresses, junk), max_size=6))
@@ -42,7 +49,7 @@ def test_result_is_always_the_peer_or_a_forwarded_hop(peer, hops):
     normalised = set()
     for text in [peer, *hops]:
         try:
-            normalised.add(str(ipaddress.ip_address(text.strip())))
+            normalised.add(canonical(text))
         except ValueError:
             normalised.add(text)
     assert result in normalised or result == "unknown"
