@@ -1,0 +1,78 @@
+"""Server settings: defaults are the interface's limits; a TOML file, JOBRUNNER_* variables and
+command-line options override them, in that order of increasing precedence."""
+
+import os
+import tomllib
+from pathlib import Path
+from typing import Any
+
+import msgspec
+
+
+def default_state_dir() -> str:
+    if os.geteuid() == 0:
+        return "/var/lib/jobrunner"
+    base = os.environ.get("XDG_STATE_HOME") or os.path.expanduser("~/.local/state")
+    return os.path.join(base, "jobrunner")
+
+
+class Settings(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
+    host: str = "127.0.0.1"
+    port: int = 8080
+    state_dir: str = msgspec.field(default_factory=default_state_dir)
+    concurrency: int = msgspec.field(default_factory=lambda: os.cpu_count() or 1)
+    certfile: str | None = None
+    keyfile: str | None = None
+    trusted_proxies: list[str] = []
+    unsafe_no_sandbox: bool = False
+    # Per client IP (the interface's limits).
+    rate_concurrent: int = 2
+    rate_per_hour: int = 20
+    rate_cpu_seconds: float = 10.0
+    rate_cpu_window: float = 60.0
+    # Per job.
+    max_timeout: int = 300
+    max_memory_mb: int = 512
+    storage_mb: int = 100
+    max_entries: int = 10_000
+    max_upload_mb: int = 50
+    max_outputs: int = 1000
+    log_cap_mb: int = 10
+    # Deletion: after every output was downloaded, and at the latest after finishing.
+    delete_after_download: float = 60.0
+    retention: float = 600.0
+    shutdown_grace: float = 30.0
+
+    @property
+    def state(self) -> Path:
+        return Path(self.state_dir)
+
+
+def _from_environment() -> dict[str, Any]:
+    """JOBRUNNER_PORT=9000, JOBRUNNER_TRUSTED_PROXIES=10.0.0.1,10.0.0.2, ..."""
+    fields = {
+        name: typ
+        for name, typ in zip(
+            Settings.__struct_fields__, msgspec.structs.fields(Settings), strict=True
+        )
+    }
+    values: dict[str, Any] = {}
+    for name in fields:
+        raw = os.environ.get(f"JOBRUNNER_{name.upper()}")
+        if raw is None:
+            continue
+        values[name] = raw.split(",") if name == "trusted_proxies" else raw
+    return values
+
+
+def load(config_file: Path | None = None, **overrides: Any) -> Settings:
+    """Merge the sources; a wrong key or type is a clear error naming it."""
+    values: dict[str, Any] = {}
+    if config_file is not None:
+        values.update(tomllib.loads(config_file.read_text()))
+    values.update(_from_environment())
+    values.update({key: value for key, value in overrides.items() if value is not None})
+    try:
+        return msgspec.convert(values, Settings, strict=False)
+    except msgspec.ValidationError as error:
+        raise ValueError(f"invalid setting: {error}") from None

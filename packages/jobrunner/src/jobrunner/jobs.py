@@ -1,0 +1,145 @@
+"""A job as the server holds it in memory, and its log with live followers."""
+
+import asyncio
+import datetime as dt
+import secrets
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from jobrunner.sandbox.workdir import Output
+from jobrunner.uploads import InputFile
+from jobrunner.wire import (
+    ExecutionMetadata,
+    Manifest,
+    OutputFile,
+    StatusRecord,
+    WorkerMetadata,
+)
+
+LOG_CAP = 10 * 2**20
+FOLLOWER_LAG = 2**20
+
+
+def new_job_id() -> str:
+    return secrets.token_urlsafe(18)  # 144 random bits: the id is the only capability to a job
+
+
+def timestamp(moment: dt.datetime | None = None) -> str:
+    moment = moment or dt.datetime.now(dt.UTC)
+    return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
+
+
+class Follower:
+    """One live reader of a log. `lagging` is set when it falls too far behind to keep."""
+
+    def __init__(self) -> None:
+        self.delivered = 0
+        self.lagging = asyncio.Event()
+
+
+class Log:
+    """The combined stdout/stderr of a job: capped, appended by the job, read by anyone.
+
+    Appending never waits for readers; a follower that falls more than FOLLOWER_LAG bytes behind
+    what it has been sent is flagged so that its connection can be closed.
+    """
+
+    def __init__(self, cap: int = LOG_CAP) -> None:
+        self.data = bytearray()
+        self.cap = cap
+        self.truncated = False
+        self.closed = False
+        self._changed = asyncio.Event()
+        self.followers: set[Follower] = set()
+
+    def append(self, chunk: bytes) -> None:
+        if self.truncated or self.closed:
+            return
+        room = self.cap - len(self.data)
+        if len(chunk) > room:
+            self.data += chunk[:room]
+            self.data += (
+                f"\n[jobrunner] log truncated at {self.cap // 2**20} MiB; the job "
+                "continues\n".encode()
+            )
+            self.truncated = True
+        else:
+            self.data += chunk
+        for follower in self.followers:
+            if len(self.data) - follower.delivered > FOLLOWER_LAG:
+                follower.lagging.set()
+        self._wake()
+
+    def note(self, line: str) -> None:
+        """A line from jobrunner itself (why a job stopped), past the cap if need be."""
+        prefix = b"" if not self.data or self.data.endswith(b"\n") else b"\n"
+        self.data += prefix + f"[jobrunner] {line}\n".encode()
+        self._wake()
+
+    def close(self) -> None:
+        self.closed = True
+        self._wake()
+
+    def _wake(self) -> None:
+        self._changed.set()
+        self._changed = asyncio.Event()
+
+    async def wait_beyond(self, offset: int) -> None:
+        """Return once the log is longer than `offset` or closed."""
+        while len(self.data) <= offset and not self.closed:
+            await self._changed.wait()
+
+    def text(self) -> str:
+        return self.data.decode("utf-8", errors="replace")
+
+
+@dataclass
+class Job:
+    id: str
+    client_ip: str
+    manifest: Manifest
+    inputs: list[InputFile]
+    job_hash: str
+    directory: Path
+    state: str = "queued"
+    created_at: str = field(default_factory=timestamp)
+    started_at: str | None = None
+    finished_at: str | None = None
+    wall_seconds: float = 0.0
+    failure: str | None = None
+    exit_code: int | None = None
+    cpu_seconds: float = 0.0
+    memory_peak_bytes: int = 0
+    outputs: dict[str, Output] = field(default_factory=dict)
+    signature: str | None = None
+    log: Log = field(default_factory=Log)
+    downloaded: set[str] = field(default_factory=set)
+    delete_at: float | None = None  # monotonic time; set when the job finishes
+
+    @property
+    def finished(self) -> bool:
+        return self.state in ("completed", "failed")
+
+    def record(self, worker_id: str, position: int | None) -> StatusRecord:
+        return StatusRecord(
+            job_id=self.id,
+            status=self.state,  # type: ignore[arg-type]
+            execution_metadata=ExecutionMetadata(
+                cpu_seconds=self.cpu_seconds,
+                memory_peak_bytes=self.memory_peak_bytes,
+                exit_code=self.exit_code,
+                environment=self.manifest.environment,
+            ),
+            job_hash=self.job_hash,
+            output_files={
+                path: OutputFile(path, out.size, out.sha256)
+                for path, out in sorted(self.outputs.items())
+            },
+            worker_metadata=WorkerMetadata(worker_id, self.signature),
+            position=position,
+            created_at=self.created_at,
+            started_at=self.started_at,
+            finished_at=self.finished_at,
+            wall_seconds=round(self.wall_seconds, 3),
+            failure=self.failure,  # type: ignore[arg-type]
+        )

@@ -1,0 +1,94 @@
+"""Turning the `manifest` form field into a validated Manifest, or a ManifestError saying why.
+
+Types and ranges are declared on the Struct (`wire.Manifest`); this module adds what a type
+cannot say: paths stay inside the upload, the interpreter is inferred or offered, and the
+environment exists.
+"""
+
+import posixpath
+import re
+
+import msgspec
+
+from jobrunner.wire import Manifest, decode_manifest
+
+INTERPRETER_BY_EXTENSION = {".py": "python", ".sh": "bash", ".js": "node"}
+_FORBIDDEN_ENV = re.compile(r"^(LD_.*|PYTHONHOME)$")
+
+
+class ManifestError(ValueError):
+    """The manifest is not acceptable; the message is the `details` a client sees."""
+
+
+def _translate(error: msgspec.DecodeError) -> str:
+    text = str(error)
+    if match := re.match(r"Object missing required field `(\w+)`", text):
+        return f"Missing required field: {match.group(1)}"
+    if match := re.match(r"Object contains unknown field `(.+?)`", text):
+        return f"Unknown field: {match.group(1)}"
+    if not isinstance(error, msgspec.ValidationError):  # malformed JSON, not a wrong value
+        return f"Manifest is not valid JSON: {text}"
+    if " - at `" not in text:
+        return "Manifest must be a JSON object" if text.startswith("Expected `object`") else text
+    message, where = text.rsplit(" - at ", 1)
+    where = where.replace("`", "").replace("$.", "").replace("$", "manifest")
+    return f"{where}: {message}"
+
+
+def relative_path(path: str, what: str) -> str:
+    """A normalised relative path that cannot leave its directory, or ManifestError."""
+    if "\x00" in path:
+        raise ManifestError(f"{what} contains a NUL character")
+    if path.startswith("/"):
+        raise ManifestError(f"{what} must be a relative path: {path}")
+    parts = [part for part in path.split("/") if part not in ("", ".")]
+    if ".." in parts:
+        raise ManifestError(f"{what} must not contain '..': {path}")
+    if not parts:
+        raise ManifestError(f"{what} is empty: {path!r}")
+    return "/".join(parts)
+
+
+def parse(
+    text: str | bytes,
+    *,
+    interpreters: set[str],
+    environments: set[str],
+    max_timeout: int,
+    max_memory_mb: int,
+) -> Manifest:
+    """Decode and check a manifest against what this server offers."""
+    try:
+        manifest = decode_manifest(text)
+    except (msgspec.ValidationError, msgspec.DecodeError) as error:
+        raise ManifestError(_translate(error)) from None
+
+    manifest.entrypoint = relative_path(manifest.entrypoint, "entrypoint")
+    if manifest.interpreter is None:
+        extension = posixpath.splitext(manifest.entrypoint)[1]
+        manifest.interpreter = INTERPRETER_BY_EXTENSION.get(extension)
+        if manifest.interpreter is None:
+            raise ManifestError(
+                "Missing required field: interpreter "
+                f"(cannot infer it from {manifest.entrypoint!r})"
+            )
+    if manifest.interpreter not in interpreters:
+        offered = ", ".join(sorted(interpreters))
+        raise ManifestError(f"Unknown interpreter: {manifest.interpreter} (offered: {offered})")
+    if manifest.environment not in environments:
+        offered = ", ".join(sorted(environments))
+        raise ManifestError(f"Unknown environment: {manifest.environment} (offered: {offered})")
+    for name in manifest.env:
+        if _FORBIDDEN_ENV.match(name):
+            raise ManifestError(f"Environment variable not allowed: {name}")
+    manifest.outputs = [
+        relative_path(pattern, "outputs pattern") + ("/" if pattern.endswith("/") else "")
+        for pattern in manifest.outputs
+    ]
+    if manifest.timeout > max_timeout:
+        raise ManifestError(f"timeout {manifest.timeout} exceeds this server's limit {max_timeout}")
+    if manifest.memory_mb > max_memory_mb:
+        raise ManifestError(
+            f"memory_mb {manifest.memory_mb} exceeds this server's limit {max_memory_mb}"
+        )
+    return manifest

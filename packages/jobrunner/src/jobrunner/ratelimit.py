@@ -1,0 +1,154 @@
+"""Per-client-IP limits: concurrent jobs, accepted submits per rolling hour, CPU seconds per minute.
+
+One `verdict()` answers both `POST /submit` and `GET /stats`, so they can never disagree.
+CPU use is a ledger of (time, seconds) increments: running jobs report their CPU as they go, and a
+job's CPU counts for `cpu_window` seconds after it was used. `retry_after` is exact for the hourly
+and CPU limits (the moment enough of the window has expired, if nothing else happens meanwhile).
+A concurrency refusal says 1 second: a slot frees whenever a job ends, which cannot be predicted.
+"""
+
+import contextlib
+import math
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class Limits:
+    concurrent: int = 2
+    per_hour: int = 20
+    cpu_seconds: float = 10.0
+    cpu_window: float = 60.0
+    hour: float = 3600.0
+
+
+@dataclass(frozen=True)
+class Verdict:
+    allowed: bool
+    reason: str  # empty when allowed
+    retry_after: int | None
+    cpu_used: float
+    active: int
+
+
+@dataclass
+class _Client:
+    active: int = 0
+    submits: deque[float] = field(default_factory=deque)
+    cpu: deque[tuple[float, float]] = field(default_factory=deque)
+    running: dict[str, float] = field(default_factory=dict)  # job id -> CPU reported so far
+
+    def idle(self) -> bool:
+        return not (self.active or self.submits or self.cpu or self.running)
+
+
+@dataclass(frozen=True)
+class Reservation:
+    ip: str
+    at: float
+
+
+def _wait(until: float, now: float) -> int:
+    return max(1, math.ceil(until - now))
+
+
+class RateLimiter:
+    def __init__(self, limits: Limits = Limits(), clock: Callable[[], float] = time.monotonic):
+        self.limits = limits
+        self.clock = clock
+        self._clients: dict[str, _Client] = {}
+
+    def _client(self, ip: str) -> _Client:
+        return self._clients.setdefault(ip, _Client())
+
+    def _expire(self, client: _Client, now: float) -> None:
+        while client.submits and client.submits[0] <= now - self.limits.hour:
+            client.submits.popleft()
+        while client.cpu and client.cpu[0][0] <= now - self.limits.cpu_window:
+            client.cpu.popleft()
+
+    def verdict(self, ip: str) -> Verdict:
+        now = self.clock()
+        client = self._clients.get(ip) or _Client()
+        self._expire(client, now)
+        limits = self.limits
+        reasons: list[str] = []
+        waits: list[int] = []
+        cpu_used = sum(amount for _, amount in client.cpu)
+        if cpu_used >= limits.cpu_seconds:
+            reasons.append(
+                f"CPU quota exhausted: {cpu_used:.1f}/{limits.cpu_seconds:g} "
+                f"CPU-seconds in the last {limits.cpu_window:g} s"
+            )
+            remaining = cpu_used
+            for used_at, amount in client.cpu:
+                remaining -= amount
+                if remaining < limits.cpu_seconds:
+                    waits.append(_wait(used_at + limits.cpu_window, now))
+                    break
+        if client.active >= limits.concurrent:
+            reasons.append(
+                f"Concurrent job limit reached: {client.active}/{limits.concurrent} jobs"
+            )
+            waits.append(1)
+        if len(client.submits) >= limits.per_hour:
+            reasons.append(
+                f"Hourly limit reached: {len(client.submits)}/{limits.per_hour} "
+                "submits in the last hour"
+            )
+            oldest_that_must_expire = client.submits[len(client.submits) - limits.per_hour]
+            waits.append(_wait(oldest_that_must_expire + limits.hour, now))
+        return Verdict(
+            not reasons,
+            "; ".join(reasons),
+            max(waits) if waits else None,
+            round(float(cpu_used), 3),
+            client.active,
+        )
+
+    def reserve(self, ip: str) -> Verdict | Reservation:
+        """Take a slot for a submit being validated, or say why not. Cancel it if it fails."""
+        verdict = self.verdict(ip)
+        if not verdict.allowed:
+            return verdict
+        now = self.clock()
+        client = self._client(ip)
+        client.active += 1
+        client.submits.append(now)
+        return Reservation(ip, now)
+
+    def cancel(self, reservation: Reservation) -> None:
+        """The submit was invalid: it counts neither as active nor against the hourly limit."""
+        client = self._client(reservation.ip)
+        client.active -= 1
+        with contextlib.suppress(ValueError):  # already expired
+            client.submits.remove(reservation.at)
+        self._forget_if_idle(reservation.ip)
+
+    def cpu_used(self, ip: str, job_id: str, total: float) -> None:
+        """A job's CPU so far (called while it runs and once when it ends)."""
+        client = self._client(ip)
+        delta = total - client.running.get(job_id, 0.0)
+        client.running[job_id] = max(total, client.running.get(job_id, 0.0))
+        if delta > 0:
+            client.cpu.append((self.clock(), delta))
+
+    def finished(self, ip: str, job_id: str) -> None:
+        client = self._client(ip)
+        client.active = max(0, client.active - 1)
+        client.running.pop(job_id, None)
+        self._forget_if_idle(ip)
+
+    def _forget_if_idle(self, ip: str) -> None:
+        client = self._clients.get(ip)
+        if client is not None:
+            self._expire(client, self.clock())
+            if client.idle():
+                del self._clients[ip]
+
+    def sweep(self) -> None:
+        """Drop clients with nothing left in any window (bounded memory under many addresses)."""
+        for ip in list(self._clients):
+            self._forget_if_idle(ip)

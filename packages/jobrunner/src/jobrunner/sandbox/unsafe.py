@@ -1,0 +1,74 @@
+"""Running jobs WITHOUT isolation, for development on hosts where nsjail cannot run.
+
+Only used with `jobrunner serve --unsafe-no-sandbox`, which warns on every start and in `GET /`.
+The job runs as the server's user with a time limit and nothing else: never expose it.
+"""
+
+import asyncio
+import shutil
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from jobrunner.sandbox import workdir
+from jobrunner.sandbox.jail import BASE_ENV, RunResult, RunSpec
+
+
+class UnsafeRunner:
+    async def run(
+        self,
+        spec: RunSpec,
+        on_output: Callable[[bytes], None],
+        on_cpu: Callable[[float], None] = lambda _: None,
+    ) -> RunResult:
+        work = spec.job_dir / "work"
+        await asyncio.to_thread(shutil.copytree, spec.job_dir / "inputs", work)
+        (spec.job_dir / "outputs").mkdir(mode=0o700)
+        argv = [_host_path(spec.argv[0], spec.environment), *spec.argv[1:]]
+        env = {
+            **BASE_ENV,
+            "PATH": f"{spec.environment}/bin:/usr/bin:/bin",
+            "HOME": str(work),
+            **spec.env,
+        }
+        started = time.monotonic()
+        process = await asyncio.create_subprocess_exec(
+            *argv,
+            cwd=work,
+            env=env,
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.STDOUT,
+        )
+        assert process.stdout is not None
+
+        async def pump() -> None:
+            while chunk := await process.stdout.read(65536):  # type: ignore[union-attr]
+                on_output(chunk)
+
+        failure = note = None
+        try:
+            await asyncio.wait_for(asyncio.gather(pump(), process.wait()), spec.timeout)
+        except TimeoutError:
+            process.kill()
+            await process.wait()
+            failure, note = "timeout", f"time limit of {spec.timeout} s reached"
+        code = process.returncode
+        if failure is None and code != 0:
+            failure = "nonzero_exit"
+        outputs = await asyncio.to_thread(
+            workdir.collect,
+            work,
+            spec.job_dir / "outputs",
+            spec.output_patterns,
+            spec.inputs,
+            spec.max_outputs,
+        )
+        await asyncio.to_thread(shutil.rmtree, work, True)
+        return RunResult(code, failure, round(time.monotonic() - started, 3), 0, outputs, note)
+
+
+def _host_path(inside: str, environment: Path) -> str:
+    return (
+        str(environment / inside.removeprefix("/venv/")) if inside.startswith("/venv/") else inside
+    )

@@ -1,0 +1,155 @@
+"""The job's work dir: a tmpfs of its own, filled with the inputs, read back after the run.
+
+The tmpfs bounds storage (size and inodes) and its pages count against the job's memory cgroup.
+Outputs are read only after every process of the jail has ended (the PID namespace is gone), and
+each file is opened with O_NOFOLLOW after an lstat, so a job cannot point us at a host file.
+"""
+
+import ctypes
+import errno
+import hashlib
+import os
+import re
+import shutil
+import stat
+from dataclasses import dataclass
+from pathlib import Path
+
+JOB_UID = JOB_GID = 65534
+_MS_NOSUID, _MS_NODEV = 2, 4
+_MNT_DETACH = 2
+_libc = ctypes.CDLL(None, use_errno=True)
+CHUNK = 1 << 20
+
+
+def mount_tmpfs(path: Path, size_bytes: int, inodes: int) -> None:
+    options = f"size={size_bytes},nr_inodes={inodes},mode=0755,uid={JOB_UID},gid={JOB_GID}"
+    if (
+        _libc.mount(b"tmpfs", os.fsencode(path), b"tmpfs", _MS_NOSUID | _MS_NODEV, options.encode())
+        != 0
+    ):
+        code = ctypes.get_errno()
+        raise OSError(code, f"mount tmpfs on {path}: {os.strerror(code)}")
+
+
+def unmount(path: Path) -> None:
+    if _libc.umount2(os.fsencode(path), _MNT_DETACH) != 0:
+        code = ctypes.get_errno()
+        if code not in (errno.EINVAL, errno.ENOENT):  # not mounted: nothing to undo
+            raise OSError(code, f"unmount {path}: {os.strerror(code)}")
+
+
+def is_full(path: Path, slack_bytes: int = 64 * 1024) -> bool:
+    """Whether the job used up its storage (bytes or inodes)."""
+    info = os.statvfs(path)
+    return info.f_bavail * info.f_frsize < slack_bytes or info.f_favail == 0
+
+
+def fill(inputs: Path, work: Path) -> None:
+    """Copy the inputs in and hand them to the job's user (the inputs stay ours, unchanged)."""
+    shutil.copytree(inputs, work, dirs_exist_ok=True, symlinks=True)
+    for root, dirs, files in os.walk(work):
+        for name in dirs + files:
+            os.lchown(os.path.join(root, name), JOB_UID, JOB_GID)
+
+
+# --- outputs -------------------------------------------------------------------------------------
+
+
+def pattern_regex(pattern: str) -> re.Pattern[str]:
+    """`*` and `?` stay within one path segment, `**` crosses any number; `dir/` = all below dir."""
+    if pattern.endswith("/"):
+        pattern += "**"
+    out = []
+    i = 0
+    while i < len(pattern):
+        if pattern.startswith("**/", i):
+            out.append("(?:.*/)?")
+            i += 3
+        elif pattern.startswith("**", i):
+            out.append(".*")
+            i += 2
+        elif pattern[i] == "*":
+            out.append("[^/]*")
+            i += 1
+        elif pattern[i] == "?":
+            out.append("[^/]")
+            i += 1
+        else:
+            out.append(re.escape(pattern[i]))
+            i += 1
+    return re.compile("".join(out), re.DOTALL)
+
+
+def matcher(patterns: list[str]):
+    compiled = [pattern_regex(p) for p in patterns]
+    return lambda path: any(regex.fullmatch(path) for regex in compiled)
+
+
+@dataclass(frozen=True)
+class Output:
+    path: str
+    size: int
+    sha256: str
+
+
+class TooManyOutputs(Exception):
+    def __init__(self, kept: list[Output]) -> None:
+        super().__init__(f"more than {len(kept)} output files")
+        self.kept = kept
+
+
+def _regular_files(work: Path) -> list[str]:
+    found = []
+    stack = [""]
+    while stack:
+        relative = stack.pop()
+        with os.scandir(work / relative if relative else work) as entries:
+            for entry in entries:
+                path = f"{relative}/{entry.name}" if relative else entry.name
+                if entry.is_dir(follow_symlinks=False):
+                    stack.append(path)
+                elif entry.is_file(follow_symlinks=False):
+                    found.append(path)
+    return sorted(found)
+
+
+def _copy_out(source: Path, target: Path) -> Output | None:
+    flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
+    try:
+        fd = os.open(source, flags)
+    except OSError:
+        return None  # vanished or turned into a link: not an output
+    with os.fdopen(fd, "rb") as handle:
+        if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
+            return None
+        target.parent.mkdir(parents=True, exist_ok=True)
+        digest = hashlib.sha256()
+        size = 0
+        with open(target, "xb") as out:
+            while chunk := handle.read(CHUNK):
+                digest.update(chunk)
+                out.write(chunk)
+                size += len(chunk)
+    return Output("", size, digest.hexdigest())
+
+
+def collect(
+    work: Path, outputs: Path, patterns: list[str], inputs: dict[str, str], max_files: int
+) -> list[Output]:
+    """Copy the matching regular files that are not unchanged inputs from `work` to `outputs`."""
+    wanted = matcher(patterns)
+    kept: list[Output] = []
+    for path in _regular_files(work):
+        if not wanted(path):
+            continue
+        if len(kept) == max_files:
+            raise TooManyOutputs(kept)
+        copied = _copy_out(work / path, outputs / path)
+        if copied is None:
+            continue
+        if inputs.get(path) == copied.sha256:  # an input the job left as it was
+            (outputs / path).unlink()
+            continue
+        kept.append(Output(path, copied.size, copied.sha256))
+    return kept

@@ -1,0 +1,43 @@
+"""Assembling a running server from settings: key, sandbox, service, app and listener."""
+
+import logging
+import sys
+from pathlib import Path
+
+from jobrunner.config import load
+from jobrunner.signing import WorkerKey
+from servekit import Listener, TrustedProxies, serve
+
+UNSAFE_WARNING = (
+    "UNSAFE: jobs run without a sandbox (--unsafe-no-sandbox); they can read and "
+    "write everything this server's user can. Never expose this server."
+)
+
+
+def run_server(config_file: Path | None = None, **overrides) -> None:
+    from jobrunner.app import build_app
+    from jobrunner.sandbox import Sandbox, SandboxUnavailable
+    from jobrunner.service import JobService
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    settings = load(config_file, **overrides)
+    warning = None
+    if settings.unsafe_no_sandbox:
+        from jobrunner.sandbox.unsafe import UnsafeRunner
+
+        runner = UnsafeRunner()
+        warning = UNSAFE_WARNING
+        print(f"WARNING: {warning}", file=sys.stderr, flush=True)
+    else:
+        try:
+            runner = Sandbox.find()
+        except SandboxUnavailable as error:
+            raise RuntimeError(
+                f"no working sandbox: {error}. Refusing to start; --unsafe-no-sandbox runs jobs "
+                "without isolation (development only)."
+            ) from None
+    key = WorkerKey.load_or_create(settings.state / "worker.key")
+    service = JobService(settings, runner, key)
+    app = build_app(service, TrustedProxies(settings.trusted_proxies), warning)
+    listener = Listener(settings.host, settings.port, settings.certfile, settings.keyfile)
+    serve(app, listener, graceful_timeout=settings.shutdown_grace)

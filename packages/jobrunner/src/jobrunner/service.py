@@ -1,0 +1,363 @@
+"""The job service: every rule and every state change of jobrunner, behind the HTTP front end.
+
+Nothing here waits for a job on behalf of a request: submit validates and enqueues, workers run
+jobs one per slot, and every read answers from memory. Blocking work (unpacking, hashing, copying,
+deleting) runs in threads so the event loop stays free.
+"""
+
+import asyncio
+import logging
+import mimetypes
+import shutil
+import time
+from collections import deque
+from dataclasses import dataclass
+from pathlib import Path
+from typing import BinaryIO
+
+from jobrunner import __version__, errors, manifest, signing, uploads
+from jobrunner.config import Settings
+from jobrunner.environments import TEMPLATES, Environments, EnvironmentUnavailable, interpreters
+from jobrunner.jobs import Job, Log, new_job_id, timestamp
+from jobrunner.ratelimit import Limits, RateLimiter, Reservation
+from jobrunner.sandbox import RunSpec
+from jobrunner.wire import (
+    DirectoryEntry,
+    FileEntry,
+    Health,
+    OutputListing,
+    Quota,
+    ServerInfo,
+    Stats,
+    StatusRecord,
+    SubmitResult,
+    SystemStats,
+)
+from jobrunner.wire import (
+    Environments as EnvironmentListing,
+)
+
+log = logging.getLogger("jobrunner")
+TARBALL_SUFFIXES = (".tar.gz", ".tgz")
+
+
+@dataclass
+class UploadPart:
+    filename: str | None
+    file: BinaryIO
+
+
+@dataclass(frozen=True)
+class Download:
+    path: Path
+    name: str
+    media_type: str
+
+
+class JobService:
+    def __init__(
+        self, settings: Settings, runner, key: signing.WorkerKey, clock=time.monotonic
+    ) -> None:
+        self.settings = settings
+        self.runner = runner
+        self.key = key
+        self.clock = clock
+        self.jobs: dict[str, Job] = {}
+        self.queue: deque[str] = deque()
+        self._queue_changed = asyncio.Condition()
+        self.running = 0
+        self.accepting = True
+        self.limiter = RateLimiter(
+            Limits(
+                concurrent=settings.rate_concurrent,
+                per_hour=settings.rate_per_hour,
+                cpu_seconds=settings.rate_cpu_seconds,
+                cpu_window=settings.rate_cpu_window,
+            ),
+            clock,
+        )
+        self.environments = Environments(settings.state / "envs")
+        self.interpreters = interpreters()
+        self.jobs_dir = settings.state / "jobs"
+        self._tasks: list[asyncio.Task] = []
+
+    # --- lifecycle -------------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        await asyncio.to_thread(self._prepare_state)
+        self._tasks = [
+            asyncio.create_task(self._worker(), name=f"worker-{n}")
+            for n in range(self.settings.concurrency)
+        ]
+        self._tasks.append(asyncio.create_task(self._reaper(), name="reaper"))
+
+    def _prepare_state(self) -> None:
+        state = self.settings.state
+        state.mkdir(parents=True, exist_ok=True)
+        state.chmod(0o711)  # the jail must traverse it to reach binds; nobody may list it
+        # Jobs of an earlier run are gone with its memory: their files must go too.
+        shutil.rmtree(self.jobs_dir, ignore_errors=True)
+        self.jobs_dir.mkdir(mode=0o711)
+        self.environments.build_default()
+
+    async def stop(self) -> None:
+        """Stop accepting, give running jobs the grace period, then stop. Queued jobs are lost."""
+        self.accepting = False
+        self.queue.clear()
+        deadline = self.clock() + self.settings.shutdown_grace
+        while self.running and self.clock() < deadline:
+            await asyncio.sleep(0.05)
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+
+    # --- submit ----------------------------------------------------------------------------------
+
+    async def submit(
+        self, client_ip: str, manifest_text: str, parts: list[UploadPart]
+    ) -> SubmitResult:
+        if not self.accepting:
+            raise errors.shutting_down()
+        reservation = self.limiter.reserve(client_ip)
+        if not isinstance(reservation, Reservation):
+            raise errors.rate_limited(reservation)
+        job_dir = self.jobs_dir / new_job_id()
+        try:
+            job = await self._accept(client_ip, manifest_text, parts, job_dir)
+        except BaseException:
+            self.limiter.cancel(reservation)
+            await asyncio.to_thread(shutil.rmtree, job_dir, True)
+            raise
+        self.jobs[job.id] = job
+        async with self._queue_changed:
+            self.queue.append(job.id)
+            self._queue_changed.notify()
+        return SubmitResult(job.id, "queued", len(self.queue))
+
+    async def _accept(
+        self, client_ip: str, manifest_text: str, parts: list[UploadPart], job_dir: Path
+    ) -> Job:
+        s = self.settings
+        try:
+            parsed = manifest.parse(
+                manifest_text,
+                interpreters=set(self.interpreters),
+                environments=set(TEMPLATES),
+                max_timeout=s.max_timeout,
+                max_memory_mb=s.max_memory_mb,
+            )
+        except manifest.ManifestError as error:
+            raise errors.invalid_manifest(str(error)) from None
+        if not parts:
+            raise errors.invalid_files("no files were uploaded (form field `files`)")
+        budget = uploads.Budget(s.storage_mb * 1_000_000, s.max_entries)
+        try:
+            await asyncio.to_thread(self._unpack, parts, job_dir, budget)
+        except uploads.UploadError as error:
+            raise errors.invalid_files(str(error)) from None
+        inputs = {item.path: item.sha256 for item in budget.files}
+        if parsed.entrypoint not in inputs:
+            raise errors.invalid_manifest(
+                f"entrypoint not found in the upload: {parsed.entrypoint}"
+            )
+        return Job(
+            id=job_dir.name,
+            client_ip=client_ip,
+            manifest=parsed,
+            inputs=budget.files,
+            job_hash=signing.job_hash(parsed, inputs.items()),
+            directory=job_dir,
+            log=Log(s.log_cap_mb * 2**20),
+        )
+
+    @staticmethod
+    def _unpack(parts: list[UploadPart], job_dir: Path, budget: uploads.Budget) -> None:
+        job_dir.mkdir(mode=0o711)
+        inputs = job_dir / "inputs"
+        inputs.mkdir(mode=0o755)
+        for part in parts:
+            part.file.seek(0)
+            name = part.filename or ""
+            if name.endswith(TARBALL_SUFFIXES) or (not name and uploads.is_gzip(part.file.read(2))):
+                part.file.seek(0)
+                uploads.extract_tarball(part.file, inputs, budget)
+            else:
+                uploads.save_plain_file(name, part.file, inputs, budget)
+
+    # --- running ---------------------------------------------------------------------------------
+
+    async def _worker(self) -> None:
+        while True:
+            async with self._queue_changed:
+                await self._queue_changed.wait_for(lambda: bool(self.queue))
+                job = self.jobs.get(self.queue.popleft())
+            if job is not None:
+                self.running += 1
+                try:
+                    await self._run(job)
+                finally:
+                    self.running -= 1
+
+    async def _run(self, job: Job) -> None:
+        s = self.settings
+        job.state, job.started_at = "running", timestamp()
+        started = self.clock()
+        note = None
+        try:
+            environment = await self.environments.acquire(job.manifest.environment)
+            m = job.manifest
+            spec = RunSpec(
+                job_id=job.id,
+                job_dir=job.directory,
+                environment=environment,
+                argv=[self.interpreters[m.interpreter or ""], m.entrypoint, *m.args],
+                env=m.env,
+                timeout=m.timeout,
+                memory_bytes=m.memory_mb * 2**20,
+                cpu_seconds=m.timeout,
+                storage_bytes=s.storage_mb * 1_000_000,
+                storage_inodes=s.max_entries + 1000,
+                output_patterns=m.outputs,
+                inputs={item.path: item.sha256 for item in job.inputs},
+                max_outputs=s.max_outputs,
+            )
+            result = await self.runner.run(
+                spec,
+                job.log.append,
+                on_cpu=lambda cpu: self.limiter.cpu_used(job.client_ip, job.id, cpu),
+            )
+            job.exit_code, job.failure = result.exit_code, result.failure
+            job.cpu_seconds, job.memory_peak_bytes = result.cpu_seconds, result.memory_peak_bytes
+            job.outputs = {out.path: out for out in result.outputs}
+            note = result.note
+        except EnvironmentUnavailable as error:
+            job.failure, note = "environment_error", str(error)
+        except Exception as error:
+            log.exception("job %s: the sandbox failed", job.id)
+            job.failure, note = "sandbox_error", f"the sandbox failed: {error}"
+        self._finish(job, started, note)
+
+    def _finish(self, job: Job, started: float, note: str | None) -> None:
+        self.limiter.cpu_used(job.client_ip, job.id, job.cpu_seconds)
+        self.limiter.finished(job.client_ip, job.id)
+        job.wall_seconds = self.clock() - started
+        job.finished_at = timestamp()
+        job.state = "completed" if job.failure is None and job.exit_code == 0 else "failed"
+        if job.state == "failed" and job.failure is None:
+            job.failure = "nonzero_exit"
+        job.signature = self.key.sign(signing.result_message(self._record(job)))
+        job.delete_at = self.clock() + self.settings.retention
+        if note:
+            job.log.note(note)
+        job.log.close()
+
+    # --- reading ---------------------------------------------------------------------------------
+
+    def find(self, job_id: str) -> Job:
+        job = self.jobs.get(job_id)
+        if job is None:
+            raise errors.job_not_found(job_id)
+        return job
+
+    def _record(self, job: Job) -> StatusRecord:
+        position = None
+        if job.state == "queued":
+            try:
+                position = self.queue.index(job.id) + 1
+            except ValueError:
+                position = 0  # being picked up this very moment
+        return job.record(self.key.worker_id, position)
+
+    def status(self, job_id: str) -> StatusRecord:
+        return self._record(self.find(job_id))
+
+    def log_text(self, job_id: str) -> str:
+        return self.find(job_id).log.text()
+
+    def outputs(self, job_id: str) -> OutputListing:
+        job = self.find(job_id)
+        entries: list[FileEntry | DirectoryEntry] = []
+        directories: dict[str, list[str]] = {}
+        for path, out in sorted(job.outputs.items()):
+            entries.append(FileEntry(path, out.size))
+            parent, _, name = path.rpartition("/")
+            if parent:
+                directories.setdefault(parent + "/", []).append(name)
+                # Directories that hold only directories are listed too, with no files.
+                while "/" in parent:
+                    parent = parent.rpartition("/")[0]
+                    directories.setdefault(parent + "/", [])
+        entries += [DirectoryEntry(path, files) for path, files in directories.items()]
+        entries.sort(key=lambda entry: entry.path)
+        return OutputListing(job.id, entries)
+
+    def download(self, job_id: str, path: str) -> Download:
+        job = self.find(job_id)
+        if path not in job.outputs:  # only listed outputs; traversal can never match one
+            raise errors.file_not_found(path)
+        job.downloaded.add(path)
+        if job.downloaded >= job.outputs.keys() and job.delete_at is not None:
+            job.delete_at = min(job.delete_at, self.clock() + self.settings.delete_after_download)
+        media_type = mimetypes.guess_type(path)[0] or "application/octet-stream"
+        return Download(job.directory / "outputs" / path, path.rpartition("/")[2], media_type)
+
+    def stats(self, client_ip: str) -> Stats:
+        verdict = self.limiter.verdict(client_ip)
+        limit = self.settings.rate_cpu_seconds
+        quota = Quota(
+            used=verdict.cpu_used,
+            limit=limit,
+            available=round(max(0.0, limit - verdict.cpu_used), 3),
+            active_jobs=verdict.active,
+            can_submit=verdict.allowed and self.accepting,
+            reason=verdict.reason if self.accepting else "the server is shutting down",
+            retry_after=verdict.retry_after,
+        )
+        return Stats(quota, SystemStats(queue_length=len(self.queue), active_jobs=self.running))
+
+    def environment_listing(self) -> EnvironmentListing:
+        return EnvironmentListing(
+            list(TEMPLATES), self.environments.stats(), sorted(self.interpreters)
+        )
+
+    def info(self, warning: str | None = None) -> ServerInfo:
+        s = self.settings
+        return ServerInfo(
+            service="jobrunner",
+            status="running",
+            description="Anonymous job execution: send a gzip tarball and a JSON manifest; the "
+            "job runs in an nsjail sandbox and its status, log and outputs are served here.",
+            privacy=f"No accounts. Jobs and their files are deleted {s.delete_after_download:g} s "
+            f"after every output has been downloaded, and at the latest "
+            f"{s.retention:g} s after they finish. The queue lives in memory: jobs still "
+            "queued when the server stops are lost. Client IP addresses are kept in memory "
+            "only as long as the rate-limit windows need them.",
+            limits=f"per IP: {s.rate_cpu_seconds:g} CPU-seconds per {s.rate_cpu_window:g} s, "
+            f"{s.rate_concurrent} concurrent jobs, {s.rate_per_hour} jobs per hour; per "
+            f"job: {s.max_memory_mb} MB memory, {s.max_timeout} s run time, "
+            f"{s.storage_mb} MB storage; uploads up to {s.max_upload_mb} MiB",
+            version=__version__,
+            warning=warning,
+        )
+
+    def health(self, challenge: str | None) -> Health:
+        signature = None
+        if challenge is not None:
+            signature = self.key.sign(signing.challenge_message(challenge))
+        return Health("healthy", self.key.worker_id, signature)
+
+    # --- deletion --------------------------------------------------------------------------------
+
+    async def _reaper(self) -> None:
+        while True:
+            await asyncio.sleep(0.25)
+            now = self.clock()
+            due = [
+                job
+                for job in self.jobs.values()
+                if job.delete_at is not None and job.delete_at <= now
+            ]
+            for job in due:
+                del self.jobs[job.id]
+                await asyncio.to_thread(shutil.rmtree, job.directory, True)
+            self.limiter.sweep()

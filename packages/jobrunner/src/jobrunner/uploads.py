@@ -1,0 +1,187 @@
+"""Unpacking an upload into a job's input directory, by our own code and never a shell.
+
+Only regular files and directories are accepted. Symlinks, hard links, devices, fifos, absolute
+names and `..` are refused with the entry's name; so are duplicates and names that would turn a file
+into a directory. Size and entry budgets are enforced while the stream is decompressed, so a gzip
+bomb stops after at most the storage limit plus a little header overhead has been inflated.
+Files are created with O_EXCL|O_NOFOLLOW inside a directory we just made, so no entry can write
+anywhere else.
+"""
+
+import gzip
+import hashlib
+import io
+import os
+import tarfile
+import zlib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import BinaryIO
+
+CHUNK = 1 << 20
+MAX_NAME = 1024
+_KINDS = {
+    tarfile.SYMTYPE: "a symbolic link",
+    tarfile.LNKTYPE: "a hard link",
+    tarfile.CHRTYPE: "a character device",
+    tarfile.BLKTYPE: "a block device",
+    tarfile.FIFOTYPE: "a fifo",
+    tarfile.CONTTYPE: "a contiguous file",
+    tarfile.GNUTYPE_SPARSE: "a sparse file",
+}
+
+
+class UploadError(ValueError):
+    """The upload is refused; the message is the `details` a client sees."""
+
+
+@dataclass(frozen=True)
+class InputFile:
+    path: str
+    size: int
+    sha256: str
+
+
+@dataclass
+class Budget:
+    """What an upload may still use: bytes of file content and number of entries."""
+
+    max_bytes: int
+    max_entries: int
+    used_bytes: int = 0
+    entries: int = 0
+    files: list[InputFile] = field(default_factory=list)
+
+    def add_entry(self, name: str) -> None:
+        self.entries += 1
+        if self.entries > self.max_entries:
+            raise UploadError(f"too many entries (limit {self.max_entries}) at {name}")
+
+    def add_bytes(self, count: int, name: str) -> None:
+        self.used_bytes += count
+        if self.used_bytes > self.max_bytes:
+            raise UploadError(
+                f"{name}: the upload exceeds the {self.max_bytes // 1_000_000} MB storage limit"
+            )
+
+
+class _Inflated(io.RawIOBase):
+    """The decompressed stream, which refuses to inflate past a bound (gzip bombs stop here)."""
+
+    def __init__(self, raw: BinaryIO, limit: int) -> None:
+        self._gzip = gzip.GzipFile(fileobj=raw, mode="rb")
+        self._limit = limit
+        self._count = 0
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: bytearray | memoryview) -> int:  # type: ignore[override]
+        try:
+            data = self._gzip.read(len(buffer))
+        except (OSError, EOFError, zlib.error) as error:
+            raise UploadError(f"not a valid gzip stream ({error})") from None
+        self._count += len(data)
+        if self._count > self._limit:
+            raise UploadError("the archive inflates beyond the storage limit")
+        buffer[: len(data)] = data
+        return len(data)
+
+
+def safe_name(name: str) -> str:
+    """The entry's normalised relative path, or UploadError naming it."""
+    if "\x00" in name:
+        raise UploadError(f"{name!r}: NUL in name")
+    if name.startswith("/"):
+        raise UploadError(f"{name}: absolute path")
+    parts = [part for part in name.split("/") if part not in ("", ".")]
+    if ".." in parts:
+        raise UploadError(f"{name}: path contains '..'")
+    path = "/".join(parts)
+    if len(path) > MAX_NAME or any(len(part.encode()) > 255 for part in parts):
+        raise UploadError(f"{name[:80]}...: name too long")
+    return path
+
+
+def _make_dirs(dest: Path, relative: str) -> None:
+    current = dest
+    for part in relative.split("/") if relative else []:
+        current = current / part
+        try:
+            os.mkdir(current, 0o755)
+        except FileExistsError:
+            if current.is_symlink() or not current.is_dir():
+                raise UploadError(f"{relative}: conflicts with a file of the same name") from None
+
+
+def _write_file(dest: Path, path: str, source: BinaryIO, mode: int, budget: Budget) -> None:
+    parent = path.rpartition("/")[0]
+    _make_dirs(dest, parent)
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+    try:
+        fd = os.open(dest / path, flags, 0o755 if mode & 0o100 else 0o644)
+    except FileExistsError:
+        raise UploadError(f"{path}: duplicate entry") from None
+    except IsADirectoryError:
+        raise UploadError(f"{path}: conflicts with a directory of the same name") from None
+    digest = hashlib.sha256()
+    size = 0
+    with os.fdopen(fd, "wb") as out:
+        while chunk := source.read(CHUNK):
+            budget.add_bytes(len(chunk), path)
+            digest.update(chunk)
+            out.write(chunk)
+            size += len(chunk)
+    budget.files.append(InputFile(path, size, digest.hexdigest()))
+
+
+def extract_tarball(raw: BinaryIO, dest: Path, budget: Budget) -> None:
+    """Unpack a gzip-compressed tar stream into `dest` (an empty directory we own)."""
+    # Headers cost 512 bytes (plus long-name blocks); allow them on top of the content budget.
+    inflated = io.BufferedReader(
+        _Inflated(raw, budget.max_bytes + budget.max_entries * 2048 + CHUNK)
+    )
+    try:
+        archive = tarfile.open(fileobj=inflated, mode="r|")  # noqa: SIM115 -- `with` below
+    except tarfile.ReadError as error:
+        raise UploadError(f"not a gzip-compressed tar archive ({error})") from None
+    with archive:
+        try:
+            for member in archive:
+                _extract_member(archive, member, dest, budget)
+        except tarfile.TarError as error:
+            raise UploadError(f"corrupt tar archive ({error})") from None
+
+
+def _extract_member(
+    archive: tarfile.TarFile, member: tarfile.TarInfo, dest: Path, budget: Budget
+) -> None:
+    if member.type in _KINDS:
+        raise UploadError(f"{member.name}: {_KINDS[member.type]} is not allowed")
+    if not (member.isreg() or member.isdir()):
+        raise UploadError(f"{member.name}: entry type {member.type!r} is not allowed")
+    path = safe_name(member.name)
+    if not path:
+        return  # the archive's own "./" entry
+    budget.add_entry(path)
+    if member.isdir():
+        _make_dirs(dest, path)
+        return
+    if budget.used_bytes + member.size > budget.max_bytes:
+        budget.add_bytes(member.size, path)  # raises with the storage-limit message
+    source = archive.extractfile(member)
+    assert source is not None
+    _write_file(dest, path, source, member.mode, budget)
+
+
+def save_plain_file(name: str, source: BinaryIO, dest: Path, budget: Budget) -> None:
+    """A file sent as its own form part: a bare file name, written at the top of the upload."""
+    path = safe_name(name or "")
+    if not path or "/" in path:
+        raise UploadError(f"{name!r}: a plain file part needs a bare file name")
+    budget.add_entry(path)
+    _write_file(dest, path, source, 0o644, budget)
+
+
+def is_gzip(head: bytes) -> bool:
+    return head[:2] == b"\x1f\x8b"
