@@ -115,7 +115,7 @@ def build_app(
         yield
         await service.stop()
 
-    return Starlette(
+    app = Starlette(
         routes=[
             Route("/", info),
             Route("/submit", submit, methods=["POST"]),
@@ -134,6 +134,8 @@ def build_app(
         ],
         lifespan=startup_and_shutdown,
     )
+    app.router.redirect_slashes = False  # an API answers 404, never a redirect to guess
+    return app
 
 
 async def _follow(websocket: WebSocket, job) -> None:

@@ -50,8 +50,13 @@ class Reservation:
     at: float
 
 
+# Clock readings are floats: `t + 60 - now` can come out as 60.0000000000001. Expiry and waits
+# both use this tolerance so that "admitted at now + retry_after" holds exactly.
+_EPSILON = 1e-6
+
+
 def _wait(until: float, now: float) -> int:
-    return max(1, math.ceil(until - now))
+    return max(1, math.ceil(until - now - _EPSILON))
 
 
 class RateLimiter:
@@ -64,9 +69,9 @@ class RateLimiter:
         return self._clients.setdefault(ip, _Client())
 
     def _expire(self, client: _Client, now: float) -> None:
-        while client.submits and client.submits[0] <= now - self.limits.hour:
+        while client.submits and now - client.submits[0] >= self.limits.hour - _EPSILON:
             client.submits.popleft()
-        while client.cpu and client.cpu[0][0] <= now - self.limits.cpu_window:
+        while client.cpu and now - client.cpu[0][0] >= self.limits.cpu_window - _EPSILON:
             client.cpu.popleft()
 
     def verdict(self, ip: str) -> Verdict:

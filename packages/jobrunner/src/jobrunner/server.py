@@ -40,4 +40,6 @@ def run_server(config_file: Path | None = None, **overrides) -> None:
     service = JobService(settings, runner, key)
     app = build_app(service, TrustedProxies(settings.trusted_proxies), warning)
     listener = Listener(settings.host, settings.port, settings.certfile, settings.keyfile)
-    serve(app, listener, graceful_timeout=settings.shutdown_grace)
+    # Open HTTP connections get a short drain; running jobs get `shutdown_grace` in the app's
+    # own shutdown, which hypercorn runs after the connections are closed.
+    serve(app, listener, graceful_timeout=5)

@@ -250,6 +250,14 @@ class JobService:
         if note:
             job.log.note(note)
         job.log.close()
+        log.info(
+            "job %s %s%s in %.3f s (%.3f CPU-s)",
+            job.id,
+            job.state,
+            f" ({job.failure})" if job.failure else "",
+            job.wall_seconds,
+            job.cpu_seconds,
+        )
 
     # --- reading ---------------------------------------------------------------------------------
 

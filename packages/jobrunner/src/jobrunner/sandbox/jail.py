@@ -130,8 +130,9 @@ class Sandbox:
                     )
                 except workdir.TooManyOutputs as error:
                     result.outputs = error.kept
-                    result.failure = "output_limit"
-                    result.note = f"more than {spec.max_outputs} output files; kept the first"
+                    if result.failure is None:  # the first cause of failure is the one reported
+                        result.failure = "output_limit"
+                        result.note = f"more than {spec.max_outputs} output files; kept the first"
             return result
         finally:
             await asyncio.to_thread(self._cleanup, work, job_cgroup)

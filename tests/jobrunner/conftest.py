@@ -1,0 +1,52 @@
+"""Fixtures: real `jobrunner serve` processes on 127.0.0.1 with the real nsjail sandbox."""
+
+import shutil
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from support.jobclient import GENEROUS, JOBRUNNER, need_sandbox
+from support.servers import ServerProcess
+
+
+@pytest.fixture
+def state_dir() -> Iterator[Path]:
+    # Every directory above the state dir must be searchable by the jail user, so not pytest's
+    # tmp_path (mode 0700 under /tmp/pytest-of-root).
+    path = Path(tempfile.mkdtemp(prefix="jobrunner-test-", dir="/tmp"))
+    path.chmod(0o711)
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+@pytest.fixture
+def start_server(state_dir):
+    started: list[ServerProcess] = []
+
+    def start(*args: str, state: Path | None = None) -> ServerProcess:
+        need_sandbox()
+        server = ServerProcess(
+            [
+                JOBRUNNER,
+                "serve",
+                "--port",
+                "0",
+                "--state-dir",
+                str(state or state_dir / f"s{len(started)}"),
+                *args,
+            ]
+        )
+        started.append(server)
+        return server
+
+    yield start
+    for server in started:
+        server.stop()
+
+
+@pytest.fixture
+def server(start_server) -> ServerProcess:
+    """A server whose rate limits do not get in the way of tests about something else."""
+    return start_server(*GENEROUS)

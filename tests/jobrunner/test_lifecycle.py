@@ -1,0 +1,126 @@
+"""Deletion after download and after retention, graceful shutdown, and starting up."""
+
+import ssl
+import subprocess
+import time
+
+import httpx
+import trustme
+
+from support.jobclient import JOBRUNNER, log_of, run_job, submit, wait_finished
+from support.servers import ServerProcess, wait_until
+
+
+def gone(url: str, job_id: str) -> bool:
+    return httpx.get(f"{url}/status/{job_id}").status_code == 404
+
+
+def test_deleted_shortly_after_every_output_was_downloaded(start_server, state_dir):
+    server = start_server("--delete-after-download", "1", "--retention", "60")
+    record = run_job(server.url, "open('a.txt','w').write('a')\nopen('b.txt','w').write('b')\n")
+    job = record["job_id"]
+    httpx.get(f"{server.url}/download/{job}/a.txt")
+    time.sleep(1.5)
+    assert not gone(server.url, job)  # b.txt was not downloaded yet
+    httpx.get(f"{server.url}/download/{job}/b.txt")
+    assert not gone(server.url, job)
+    assert wait_until(lambda: gone(server.url, job), timeout=5)
+    for path in (f"outputs/{job}", f"logs/{job}", f"download/{job}/a.txt"):
+        assert httpx.get(f"{server.url}/{path}").status_code == 404
+    assert not (state_dir / "s0" / "jobs" / job).exists()
+
+
+def test_deleted_after_retention_even_without_downloads(start_server, state_dir):
+    server = start_server("--retention", "1.5")
+    record = run_job(server.url, "print('hi')")
+    assert not gone(server.url, record["job_id"])
+    assert wait_until(lambda: gone(server.url, record["job_id"]), timeout=5)
+    assert list((state_dir / "s0" / "jobs").iterdir()) == []
+
+
+def test_sigterm_lets_the_running_job_finish(start_server):
+    server = start_server()
+    job = submit(
+        server.url,
+        {"main.py": "import time\ntime.sleep(1.5)\nprint('finished')\n"},
+        {"entrypoint": "main.py"},
+    ).json()
+    assert wait_until(
+        lambda: httpx.get(f"{server.url}/status/{job['job_id']}").json()["status"] == "running"
+    )
+    started = time.monotonic()
+    server.terminate()
+    time.sleep(0.2)
+    try:
+        httpx.get(f"{server.url}/health", timeout=2)
+        accepting = True
+    except httpx.ConnectError:
+        accepting = False
+    assert not accepting  # new connections are refused at once
+    assert server.wait(30) == 0
+    assert time.monotonic() - started >= 1.0  # it waited for the job
+    assert f"job {job['job_id']} completed" in server.output
+
+
+def test_refuses_to_start_without_a_sandbox(state_dir):
+    result = subprocess.run(
+        [JOBRUNNER, "serve", "--port", "0", "--state-dir", str(state_dir)],
+        env={"NSJAIL": "/nonexistent/nsjail", "PATH": "/usr/bin:/bin"},
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert result.returncode == 1
+    assert "no working sandbox" in result.stderr and "--unsafe-no-sandbox" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_unsafe_mode_warns_on_start_and_in_server_information(state_dir):
+    with ServerProcess(
+        [
+            JOBRUNNER,
+            "serve",
+            "--port",
+            "0",
+            "--state-dir",
+            str(state_dir / "u"),
+            "--unsafe-no-sandbox",
+        ]
+    ) as server:
+        assert "WARNING: UNSAFE" in server.output
+        info = httpx.get(f"{server.url}/").json()
+        assert info["warning"].startswith("UNSAFE")
+        record = run_job(server.url, "print('unsandboxed')")
+        assert record["status"] == "completed"
+        assert log_of(server.url, record["job_id"]) == "unsandboxed\n"
+
+
+def test_serves_https_with_certificate_and_key(start_server, state_dir):
+    ca = trustme.CA()
+    cert = ca.issue_cert("127.0.0.1")
+    certfile, keyfile = state_dir / "cert.pem", state_dir / "key.pem"
+    cert.cert_chain_pems[0].write_to_path(certfile)
+    cert.private_key_pem.write_to_path(keyfile)
+    server = start_server("--certfile", str(certfile), "--keyfile", str(keyfile))
+    assert server.url.startswith("https://")
+    context = ssl.create_default_context()
+    ca.configure_trust(context)
+    assert httpx.get(f"{server.url}/health", verify=context).json()["status"] == "healthy"
+
+
+def test_queued_jobs_positions_and_concurrency(start_server):
+    server = start_server("--concurrency", "2", "--rate-concurrent", "10")
+    jobs = [
+        submit(
+            server.url, {"main.py": "import time\ntime.sleep(1)\n"}, {"entrypoint": "main.py"}
+        ).json()
+        for _ in range(4)
+    ]
+    time.sleep(0.3)
+    states = [httpx.get(f"{server.url}/status/{j['job_id']}").json() for j in jobs]
+    assert [s["status"] for s in states] == ["running", "running", "queued", "queued"]
+    assert [s["position"] for s in states[2:]] == [1, 2]
+    system = httpx.get(f"{server.url}/stats").json()["system"]
+    assert system == {"queue_length": 2, "active_jobs": 2}
+    for job in jobs:
+        assert wait_finished(server.url, job["job_id"])["status"] == "completed"

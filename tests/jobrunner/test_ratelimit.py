@@ -1,0 +1,179 @@
+"""Per-IP limits: properties over arbitrary arrival sequences, and the real server's answers."""
+
+import httpx
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from jobrunner.ratelimit import Limits, RateLimiter, Reservation
+from support.jobclient import submit, wait_finished
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+events = st.lists(
+    st.one_of(
+        st.tuples(st.just("wait"), st.floats(0.1, 900)),
+        st.tuples(st.just("submit"), st.sampled_from(["a", "b"])),
+        st.tuples(st.just("finish"), st.floats(0, 8)),  # the oldest active job ends using N CPU-s
+        st.tuples(st.just("progress"), st.floats(0, 4)),  # a running job reports more CPU
+    ),
+    max_size=80,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(events)
+def test_limits_hold_and_stats_agree_with_submit(sequence):
+    clock = Clock()
+    limiter = RateLimiter(Limits(concurrent=2, per_hour=20, cpu_seconds=10), clock)
+    active: list[tuple[str, str, float]] = []  # ip, job id, cpu so far
+    accepted: dict[str, list[float]] = {"a": [], "b": []}
+    counter = 0
+    for kind, value in sequence:
+        if kind == "wait":
+            clock.now += value
+        elif kind == "submit":
+            predicted = limiter.verdict(value)
+            outcome = limiter.reserve(value)
+            # /stats says exactly what /submit then does.
+            assert isinstance(outcome, Reservation) == predicted.allowed
+            if isinstance(outcome, Reservation):
+                counter += 1
+                active.append((value, f"j{counter}", 0.0))
+                accepted[value].append(clock.now)
+            else:
+                assert outcome.retry_after is not None and outcome.retry_after >= 1
+                assert outcome.reason
+        elif kind == "progress" and active:
+            ip, job, cpu = active[0]
+            active[0] = (ip, job, cpu + value)
+            limiter.cpu_used(ip, job, cpu + value)
+        elif kind == "finish" and active:
+            ip, job, cpu = active.pop(0)
+            limiter.cpu_used(ip, job, cpu + value)
+            limiter.finished(ip, job)
+        for ip in ("a", "b"):
+            assert sum(1 for owner, _, _ in active if owner == ip) <= 2
+            in_hour = [t for t in accepted[ip] if t > clock.now - 3600]
+            assert len(in_hour) <= 20
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(st.tuples(st.floats(0, 3599), st.floats(0.01, 9)), min_size=1, max_size=40),
+)
+def test_retry_after_is_exact_for_cpu_and_hourly_limits(history):
+    """A refused client is admitted at exactly now + retry_after, and not one second before."""
+    clock = Clock()
+    limiter = RateLimiter(Limits(concurrent=100, per_hour=20, cpu_seconds=10), clock)
+    start = clock.now
+    for number, (offset, cpu) in enumerate(sorted(history)):
+        clock.now = start + offset
+        if isinstance(limiter.reserve("ip"), Reservation):
+            limiter.cpu_used("ip", f"j{number}", cpu)
+            limiter.finished("ip", f"j{number}")
+    verdict = limiter.verdict("ip")
+    if verdict.allowed:
+        return
+    refused_at = clock.now
+    if verdict.retry_after > 1:  # time only moves forward: first one second early, then on time
+        clock.now = refused_at + verdict.retry_after - 1
+        assert not limiter.verdict("ip").allowed
+    clock.now = refused_at + verdict.retry_after
+    assert limiter.verdict("ip").allowed
+
+
+def test_cancelled_reservation_costs_nothing():
+    clock = Clock()
+    limiter = RateLimiter(Limits(concurrent=1, per_hour=1), clock)
+    reservation = limiter.reserve("ip")
+    assert isinstance(reservation, Reservation)
+    assert not limiter.verdict("ip").allowed
+    limiter.cancel(reservation)
+    assert limiter.verdict("ip").allowed
+
+
+def test_idle_clients_are_forgotten():
+    clock = Clock()
+    limiter = RateLimiter(Limits(), clock)
+    for number in range(1000):
+        reservation = limiter.reserve(f"10.0.{number // 250}.{number % 250}")
+        limiter.cpu_used(reservation.ip, "j", 0.5)
+        limiter.finished(reservation.ip, "j")
+    clock.now += 3601
+    limiter.sweep()
+    assert limiter._clients == {}
+
+
+def test_server_refuses_third_concurrent_job_with_retry_after(start_server):
+    server = start_server()  # the interface's limits
+    slow = {"main.py": "import time\ntime.sleep(2)\n"}
+    first = submit(server.url, slow, {"entrypoint": "main.py"})
+    second = submit(server.url, slow, {"entrypoint": "main.py"})
+    assert first.status_code == second.status_code == 200
+    stats = httpx.get(f"{server.url}/stats").json()
+    assert stats["your_quota"]["active_jobs"] == 2
+    assert stats["your_quota"]["can_submit"] is False
+    assert "Concurrent job limit reached: 2/2" in stats["your_quota"]["reason"]
+    third = submit(server.url, slow, {"entrypoint": "main.py"})
+    assert third.status_code == 429
+    body = third.json()
+    assert body["error"] == "Rate limit exceeded"
+    assert body["reason"] == "Concurrent job limit reached: 2/2 jobs"
+    assert body["retry_after"] == 1 and third.headers["retry-after"] == "1"
+    # An invalid submit is refused for what it is and costs no quota.
+    wait_finished(server.url, first.json()["job_id"])
+    bad = submit(server.url, slow, {"entrypoint": "nope.py"})
+    assert bad.status_code == 400
+    assert httpx.get(f"{server.url}/stats").json()["your_quota"]["can_submit"] is True
+
+
+def test_server_cpu_quota_refuses_until_the_window_passes(start_server):
+    server = start_server("--rate-cpu-seconds", "1")
+    burn = {
+        "main.py": "import time\nend = time.process_time() + 1.2\n"
+        "while time.process_time() < end:\n    pass\n"
+    }
+    record = wait_finished(
+        server.url, submit(server.url, burn, {"entrypoint": "main.py"}).json()["job_id"]
+    )
+    assert record["execution_metadata"]["cpu_seconds"] >= 1.2
+    stats = httpx.get(f"{server.url}/stats").json()["your_quota"]
+    assert stats["used"] >= 1.2 and stats["limit"] == 1.0 and stats["available"] == 0
+    assert stats["can_submit"] is False and "CPU quota exhausted" in stats["reason"]
+    refused = submit(server.url, burn, {"entrypoint": "main.py"})
+    assert refused.status_code == 429
+    assert refused.json()["reason"].startswith("CPU quota exhausted: 1.")
+    assert 55 <= refused.json()["retry_after"] <= 60
+    assert refused.headers["retry-after"] == str(refused.json()["retry_after"])
+
+
+def test_forwarded_for_counts_only_from_a_trusted_proxy(start_server):
+    untrusted = start_server("--rate-concurrent", "1")
+    slow = {"main.py": "import time\ntime.sleep(1.5)\n"}
+    assert (
+        submit(
+            untrusted.url,
+            slow,
+            {"entrypoint": "main.py"},
+            headers={"X-Forwarded-For": "203.0.113.1"},
+        ).status_code
+        == 200
+    )
+    spoofed = submit(
+        untrusted.url, slow, {"entrypoint": "main.py"}, headers={"X-Forwarded-For": "203.0.113.2"}
+    )
+    assert spoofed.status_code == 429  # both came from 127.0.0.1, whatever they claimed
+
+    proxied = start_server("--rate-concurrent", "1", "--trusted-proxy", "127.0.0.1")
+    for client in ("203.0.113.1", "203.0.113.2"):
+        response = submit(
+            proxied.url, slow, {"entrypoint": "main.py"}, headers={"X-Forwarded-For": client}
+        )
+        assert response.status_code == 200, client

@@ -1,0 +1,212 @@
+"""Unpacking uploads: safe trees round-trip exactly; every unsafe entry is refused, writing nothing
+outside the job (checked as properties and through the real server)."""
+
+import gzip
+import io
+import os
+import tarfile
+from pathlib import Path
+
+import httpx
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from jobrunner.uploads import Budget, UploadError, extract_tarball, safe_name
+from support.jobclient import submit, tarball
+
+segment = st.text(
+    st.characters(codec="utf-8", exclude_characters="/\x00"), min_size=1, max_size=12
+).filter(lambda s: s not in (".", ".."))
+paths = st.lists(segment, min_size=1, max_size=3).map("/".join)
+
+
+def build(entries: list[tarfile.TarInfo | tuple[tarfile.TarInfo, bytes]]) -> io.BytesIO:
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w:gz", format=tarfile.PAX_FORMAT) as archive:
+        for entry in entries:
+            if isinstance(entry, tuple):
+                archive.addfile(entry[0], io.BytesIO(entry[1]))
+            else:
+                archive.addfile(entry)
+    buffer.seek(0)
+    return buffer
+
+
+def regular(name: str, data: bytes) -> tuple[tarfile.TarInfo, bytes]:
+    info = tarfile.TarInfo(name)
+    info.size = len(data)
+    return info, data
+
+
+def _entry(name: str, data: bytes) -> tuple[tarfile.TarInfo, io.BytesIO]:
+    info, data = regular(name, data)
+    return info, io.BytesIO(data)
+
+
+def tree(root: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(root)): p.read_bytes() for p in root.rglob("*") if p.is_file()}
+
+
+@settings(
+    max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(st.dictionaries(paths, st.binary(max_size=300), min_size=1, max_size=8))
+def test_safe_trees_round_trip_exactly(tmp_path_factory, files):
+    # Drop paths that are a prefix directory of another: a file cannot also be a directory.
+    names = sorted(files)
+    files = {
+        n: d for n, d in files.items() if not any(other.startswith(n + "/") for other in names)
+    }
+    dest = tmp_path_factory.mktemp("dest")
+    budget = Budget(10**6, 100)
+    extract_tarball(build([regular(n, d) for n, d in files.items()]), dest, budget)
+    assert tree(dest) == files
+    assert {f.path for f in budget.files} == set(files)
+
+
+unsafe_kinds = st.sampled_from(
+    [tarfile.SYMTYPE, tarfile.LNKTYPE, tarfile.CHRTYPE, tarfile.BLKTYPE, tarfile.FIFOTYPE]
+)
+unsafe_names = st.one_of(
+    paths.map(lambda p: "/" + p),
+    st.tuples(paths, paths).map(lambda t: f"{t[0]}/../../{t[1]}"),
+    paths.map(lambda p: "../" + p),
+)
+
+
+@settings(
+    max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    st.lists(paths, max_size=3),
+    st.one_of(unsafe_kinds.map(lambda k: ("kind", k)), unsafe_names.map(lambda n: ("name", n))),
+)
+def test_unsafe_entries_are_refused_and_nothing_lands_outside(tmp_path_factory, before, bad):
+    outer = tmp_path_factory.mktemp("outer")
+    dest = outer / "dest"
+    dest.mkdir()
+    entries: list = [regular(f"ok{i}-{p.replace('/', '_')}", b"fine") for i, p in enumerate(before)]
+    if bad[0] == "kind":
+        info = tarfile.TarInfo("evil")
+        info.type = bad[1]
+        info.linkname = "/etc/passwd"
+        entries.append(info)
+    else:
+        entries.append(regular(bad[1], b"evil"))
+    with pytest.raises(UploadError):
+        extract_tarball(build(entries), dest, Budget(10**6, 100))
+    assert os.listdir(outer) == ["dest"]  # nothing beside the destination
+    assert all(data == b"fine" for data in tree(dest).values())
+
+
+@given(st.text(max_size=40))
+def test_safe_name_never_escapes(name):
+    try:
+        path = safe_name(name)
+    except UploadError:
+        return
+    assert not path.startswith("/") and ".." not in path.split("/")
+    assert os.path.normpath(os.path.join("/base", path or ".")).startswith("/base")
+
+
+def test_gzip_bomb_stops_after_the_budget(tmp_path):
+    # 1 GiB of zeros compresses to about 1 MiB; extraction must stop near the 1 MB budget.
+    raw = io.BytesIO()
+    with (
+        gzip.GzipFile(fileobj=raw, mode="wb") as zipped,
+        tarfile.open(fileobj=zipped, mode="w|") as archive,
+    ):
+        info = tarfile.TarInfo("zeros.bin")
+        info.size = 2**30
+        archive.addfile(info, _Zeros(2**30))
+    raw.seek(0)
+    with pytest.raises(UploadError, match="storage limit"):
+        extract_tarball(raw, tmp_path, Budget(1_000_000, 100))
+    assert sum(p.stat().st_size for p in tmp_path.rglob("*") if p.is_file()) == 0
+
+
+class _Zeros(io.RawIOBase):
+    def __init__(self, size: int) -> None:
+        self.left = size
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer) -> int:
+        count = min(len(buffer), self.left)
+        buffer[:count] = bytes(count)
+        self.left -= count
+        return count
+
+
+def test_too_many_entries(tmp_path):
+    entries = [regular(f"f{i}", b"") for i in range(20)]
+    with pytest.raises(UploadError, match="too many entries"):
+        extract_tarball(build(entries), tmp_path, Budget(10**6, 10))
+
+
+def special(kind: bytes) -> bytes:
+    info = tarfile.TarInfo("entry")
+    info.type = kind
+    info.linkname = "/etc/passwd"
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w:gz") as archive:
+        archive.addfile(*_entry("main.py", b"print(1)"))
+        archive.addfile(info)
+    return buffer.getvalue()
+
+
+@pytest.mark.parametrize(
+    ("body", "details"),
+    [
+        (special(tarfile.SYMTYPE), "entry: a symbolic link is not allowed"),
+        (special(tarfile.LNKTYPE), "entry: a hard link is not allowed"),
+        (special(tarfile.CHRTYPE), "entry: a character device is not allowed"),
+        (special(tarfile.BLKTYPE), "entry: a block device is not allowed"),
+        (special(tarfile.FIFOTYPE), "entry: a fifo is not allowed"),
+        (tarball({"main.py": "1", "/etc/cron.d/evil": "x"}), "/etc/cron.d/evil: absolute path"),
+        (tarball({"main.py": "1", "../../escape.py": "x"}), "../../escape.py: path contains '..'"),
+        (tarball({"main.py": "1", "a/../../escape.py": "x"}), "path contains '..'"),
+        (b"this is not gzip", "not a valid gzip stream"),
+        (gzip.compress(b"gzip but not a tar archive" * 30), "not a gzip-compressed tar archive"),
+    ],
+)
+def test_server_refuses_bad_archives_with_400(server, state_dir, body, details):
+    response = submit(server.url, body, {"entrypoint": "main.py"})
+    assert response.status_code == 400
+    assert response.json()["error"] == "Invalid files"
+    assert details in response.json()["details"]
+    # Nothing of the upload stays behind anywhere in the state dir.
+    jobs = state_dir / "s0" / "jobs"
+    assert list(jobs.iterdir()) == []
+    assert not (state_dir / "escape.py").exists() and not Path("/tmp/escape.py").exists()
+
+
+def test_server_refuses_gzip_bomb_early(server):
+    raw = io.BytesIO()
+    with (
+        gzip.GzipFile(fileobj=raw, mode="wb") as zipped,
+        tarfile.open(fileobj=zipped, mode="w|") as archive,
+    ):
+        archive.addfile(*_entry("main.py", b"print(1)"))
+        info = tarfile.TarInfo("zeros.bin")
+        info.size = 2**30
+        archive.addfile(info, _Zeros(2**30))
+    assert len(raw.getvalue()) < 5 * 2**20
+    response = submit(server.url, raw.getvalue(), {"entrypoint": "main.py"})
+    assert response.status_code == 400
+    assert "storage limit" in response.json()["details"]
+
+
+def test_executable_bit_is_kept_and_scripts_run(server):
+    from support.jobclient import log_of, wait_finished
+
+    scripts = {"go.sh": "#!/bin/bash\n./tool.sh\n", "tool.sh": "#!/bin/bash\necho tool ran\n"}
+    response = httpx.post(
+        f"{server.url}/submit",
+        data={"manifest": '{"entrypoint": "go.sh"}'},
+        files={"files": ("job.tar.gz", tarball(scripts, mode=0o755))},
+    )
+    record = wait_finished(server.url, response.json()["job_id"])
+    assert record["status"] == "completed" and log_of(server.url, record["job_id"]) == "tool ran\n"

@@ -1,0 +1,74 @@
+"""Client helpers for tests against a real jobrunner server."""
+
+import io
+import json
+import os
+import sys
+import tarfile
+import time
+from pathlib import Path
+
+import httpx
+
+from support import require
+
+JOBRUNNER = str(Path(sys.executable).with_name("jobrunner"))
+GENEROUS = [
+    "--rate-concurrent",
+    "1000",
+    "--rate-per-hour",
+    "100000",
+    "--rate-cpu-seconds",
+    "100000",
+]
+
+
+def need_sandbox() -> None:
+    require(os.geteuid() == 0, "the nsjail sandbox needs root (user namespaces, cgroups, tmpfs)")
+    require(os.path.exists("/usr/bin/python3"), "Debian's /usr/bin/python3 (python3-venv)")
+
+
+def tarball(files: dict[str, str | bytes], mode: int = 0o644) -> bytes:
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w:gz") as archive:
+        for name, content in files.items():
+            data = content.encode() if isinstance(content, str) else content
+            info = tarfile.TarInfo(name)
+            info.size, info.mode = len(data), mode
+            archive.addfile(info, io.BytesIO(data))
+    return buffer.getvalue()
+
+
+def submit(
+    url: str, files: dict[str, str | bytes] | bytes, manifest: dict | str, **kwargs
+) -> httpx.Response:
+    body = files if isinstance(files, bytes) else tarball(files)
+    text = manifest if isinstance(manifest, str) else json.dumps(manifest)
+    return httpx.post(
+        f"{url}/submit",
+        files={"files": ("job.tar.gz", body)},
+        data={"manifest": text},
+        timeout=30,
+        **kwargs,
+    )
+
+
+def run_job(url: str, code: str, wait: float = 60, **manifest) -> dict:
+    """Submit a Python job (main.py) and wait until it is finished; returns its status record."""
+    response = submit(url, {"main.py": code}, {"entrypoint": "main.py", **manifest})
+    assert response.status_code == 200, response.text
+    return wait_finished(url, response.json()["job_id"], wait)
+
+
+def wait_finished(url: str, job_id: str, timeout: float = 60) -> dict:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        record = httpx.get(f"{url}/status/{job_id}").json()
+        if record["status"] in ("completed", "failed"):
+            return record
+        time.sleep(0.05)
+    raise AssertionError(f"job {job_id} did not finish in {timeout} s")
+
+
+def log_of(url: str, job_id: str) -> str:
+    return httpx.get(f"{url}/logs/{job_id}").text
