@@ -1,24 +1,109 @@
 """`make demo`: runs each product's main path on embedded defaults and shows what happens."""
 
+import asyncio
+import io
+import json
+import os
+import shutil
 import subprocess
 import sys
+import tarfile
+import tempfile
 from pathlib import Path
 
+import httpx
+import websockets
+
+ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
+sys.path.insert(0, str(ROOT / "tests"))
+
+from support.servers import ServerProcess  # noqa: E402
+
+JOB = """\
+import platform, time
+print("hello from", platform.python_implementation(), platform.python_version(), flush=True)
+for step in range(3):
+    print("working, step", step + 1, flush=True)
+    time.sleep(0.2)
+with open("result.txt", "w") as out:
+    out.write("the answer is 42\\n")
+print("wrote result.txt")
+"""
 
 
-def run(*argv: str) -> str:
+def run(*argv: str, stdin: str | None = None) -> str:
     print(f"$ {' '.join(argv)}", flush=True)
-    result = subprocess.run([str(BIN / argv[0]), *argv[1:]], capture_output=True, text=True)
+    result = subprocess.run(
+        [str(BIN / argv[0]), *argv[1:]], input=stdin, capture_output=True, text=True
+    )
     print(result.stdout + result.stderr, end="", flush=True)
     if result.returncode != 0:
         sys.exit(f"demo step failed: {' '.join(argv)}")
     return result.stdout
 
 
-def main() -> None:
+def job_tarball() -> bytes:
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w:gz") as archive:
+        data = JOB.encode()
+        info = tarfile.TarInfo("main.py")
+        info.size = len(data)
+        archive.addfile(info, io.BytesIO(data))
+    return buffer.getvalue()
+
+
+async def follow(url: str) -> tuple[int, str]:
+    async with websockets.connect(url) as socket:
+        try:
+            async for message in socket:
+                print(f"  | {message}", end="", flush=True)
+        except websockets.ConnectionClosed:
+            pass
+        return socket.close_code, socket.close_reason
+
+
+def jobrunner_demo() -> None:
     print("== jobrunner ==")
     run("jobrunner", "--version")
+    extra = []
+    if os.geteuid() != 0:
+        print("(not root: no sandbox here, so this demo runs jobs with --unsafe-no-sandbox)")
+        extra = ["--unsafe-no-sandbox"]
+    state = Path(tempfile.mkdtemp(prefix="jobrunner-demo-", dir="/tmp"))
+    state.chmod(0o711)
+    try:
+        with ServerProcess(
+            [str(BIN / "jobrunner"), "serve", "--port", "0", "--state-dir", str(state), *extra]
+        ) as server:
+            print(f"server started at {server.url}")
+            with httpx.Client(base_url=server.url) as client:
+                accepted = client.post(
+                    "/submit",
+                    data={"manifest": '{"entrypoint": "main.py"}'},
+                    files={"files": ("job.tar.gz", job_tarball())},
+                ).json()
+                job = accepted["job_id"]
+                print(f"submitted job {job} (queue position {accepted['position']})")
+                print("live log over WebSocket:")
+                ws = server.url.replace("http", "ws", 1) + f"/logs/{job}/stream"
+                code, reason = asyncio.run(follow(ws))
+                print(f"stream closed: {code} {reason}")
+                record = client.get(f"/status/{job}").json()
+                print("status record:")
+                print(json.dumps(record, indent=2))
+                print("outputs:", json.dumps(client.get(f"/outputs/{job}").json()["outputs"]))
+                print("result.txt:", client.get(f"/download/{job}/result.txt").text, end="")
+            run("jobrunner", "verify", "-", stdin=json.dumps(record))
+            if record["status"] != "completed":
+                sys.exit("demo job did not complete")
+        print("server stopped")
+    finally:
+        shutil.rmtree(state, ignore_errors=True)
+
+
+def main() -> None:
+    jobrunner_demo()
     print("\n== marks ==")
     run("marks", "--version")
 

@@ -1,0 +1,51 @@
+"""Settings: defaults are the interface's limits; TOML < JOBRUNNER_* variables < options."""
+
+import subprocess
+
+import pytest
+from support.jobclient import JOBRUNNER
+
+from jobrunner.config import load
+
+
+def test_defaults_are_the_interface_limits():
+    settings = load()
+    assert (settings.rate_concurrent, settings.rate_per_hour, settings.rate_cpu_seconds) == (
+        2,
+        20,
+        10.0,
+    )
+    assert (settings.max_memory_mb, settings.max_timeout, settings.storage_mb) == (512, 300, 100)
+    assert settings.host == "127.0.0.1" and settings.max_upload_mb == 50
+
+
+def test_precedence(tmp_path, monkeypatch):
+    config = tmp_path / "jobrunner.toml"
+    config.write_text('port = 9000\nconcurrency = 3\ntrusted_proxies = ["10.0.0.1"]\n')
+    assert load(config).port == 9000
+    monkeypatch.setenv("JOBRUNNER_PORT", "9100")
+    monkeypatch.setenv("JOBRUNNER_TRUSTED_PROXIES", "10.0.0.2,10.0.0.3")
+    settings = load(config)
+    assert settings.port == 9100 and settings.concurrency == 3
+    assert settings.trusted_proxies == ["10.0.0.2", "10.0.0.3"]
+    assert load(config, port=9200).port == 9200
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("colour = 'red'\n", "colour"),
+        ("port = 'eighty'\n", "port"),
+    ],
+)
+def test_bad_settings_are_one_line_errors(tmp_path, text, message):
+    config = tmp_path / "bad.toml"
+    config.write_text(text)
+    with pytest.raises(ValueError, match=message):
+        load(config)
+    result = subprocess.run(
+        [JOBRUNNER, "serve", "--config", str(config)], capture_output=True, text=True, timeout=30
+    )
+    assert result.returncode == 1
+    assert result.stderr.startswith("jobrunner: invalid setting") and message in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
