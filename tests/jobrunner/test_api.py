@@ -238,8 +238,14 @@ def test_unbuilt_template_fails_the_job_not_the_submit(server):
         ({}, "Missing required field: entrypoint"),
         ({"entrypoint": "main.py", "colour": "red"}, "Unknown field: colour"),
         ({"entrypoint": "missing.py"}, "entrypoint not found in the upload: missing.py"),
-        ({"entrypoint": "../main.py"}, "entrypoint must not contain '..': ../main.py"),
-        ({"entrypoint": "/main.py"}, "entrypoint must be a relative path: /main.py"),
+        (
+            {"entrypoint": "../main.py"},
+            "entrypoint must stay inside the upload (path contains '..'): ../main.py",
+        ),
+        (
+            {"entrypoint": "/main.py"},
+            "entrypoint must stay inside the upload (absolute path): /main.py",
+        ),
         ({"entrypoint": "main.rb"}, "Missing required field: interpreter"),
         ({"entrypoint": "main.py", "interpreter": "ruby"}, "Unknown interpreter: ruby"),
         ({"entrypoint": "main.py", "environment": "gpu"}, "Unknown environment: gpu"),
@@ -250,7 +256,10 @@ def test_unbuilt_template_fails_the_job_not_the_submit(server):
         ({"entrypoint": "main.py", "env": {"LD_PRELOAD": "x"}}, "not allowed: LD_PRELOAD"),
         ({"entrypoint": "main.py", "env": {"PYTHONHOME": "/x"}}, "not allowed: PYTHONHOME"),
         ({"entrypoint": "main.py", "env": {"lower": "x"}}, "key in env"),
-        ({"entrypoint": "main.py", "outputs": ["../x"]}, "outputs pattern must not contain '..'"),
+        (
+            {"entrypoint": "main.py", "outputs": ["../x"]},
+            "outputs pattern must stay inside the upload (path contains '..')",
+        ),
         ({"entrypoint": 7}, "entrypoint: Expected `str`, got `int`"),
         ("[]", "Manifest must be a JSON object"),
         ("{not json", "Manifest is not valid JSON"),

@@ -3,9 +3,9 @@
 import subprocess
 
 import pytest
-from support.jobclient import JOBRUNNER
 
 from jobrunner.config import load
+from support.jobclient import JOBRUNNER
 
 
 def test_defaults_are_the_interface_limits():

@@ -10,6 +10,7 @@ import re
 
 import msgspec
 
+from jobrunner import paths
 from jobrunner.wire import Manifest, decode_manifest
 
 INTERPRETER_BY_EXTENSION = {".py": "python", ".sh": "bash", ".js": "node"}
@@ -36,17 +37,14 @@ def _translate(error: msgspec.DecodeError) -> str:
 
 
 def relative_path(path: str, what: str) -> str:
-    """A normalised relative path that cannot leave its directory, or ManifestError."""
-    if "\x00" in path:
-        raise ManifestError(f"{what} contains a NUL character")
-    if path.startswith("/"):
-        raise ManifestError(f"{what} must be a relative path: {path}")
-    parts = [part for part in path.split("/") if part not in ("", ".")]
-    if ".." in parts:
-        raise ManifestError(f"{what} must not contain '..': {path}")
-    if not parts:
+    """A normalised relative path that cannot leave the upload, or ManifestError."""
+    try:
+        normalised = paths.normalise(path)
+    except paths.UnsafePath as error:
+        raise ManifestError(f"{what} must stay inside the upload ({error}): {path}") from None
+    if not normalised:
         raise ManifestError(f"{what} is empty: {path!r}")
-    return "/".join(parts)
+    return normalised
 
 
 def parse(

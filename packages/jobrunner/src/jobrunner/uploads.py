@@ -18,6 +18,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO
 
+from jobrunner import paths
+
 CHUNK = 1 << 20
 MAX_NAME = 1024
 _KINDS = {
@@ -90,15 +92,11 @@ class _Inflated(io.RawIOBase):
 
 def safe_name(name: str) -> str:
     """The entry's normalised relative path, or UploadError naming it."""
-    if "\x00" in name:
-        raise UploadError(f"{name!r}: NUL in name")
-    if name.startswith("/"):
-        raise UploadError(f"{name}: absolute path")
-    parts = [part for part in name.split("/") if part not in ("", ".")]
-    if ".." in parts:
-        raise UploadError(f"{name}: path contains '..'")
-    path = "/".join(parts)
-    if len(path) > MAX_NAME or any(len(part.encode()) > 255 for part in parts):
+    try:
+        path = paths.normalise(name)
+    except paths.UnsafePath as error:
+        raise UploadError(f"{name!r}: {error}" if "\x00" in name else f"{name}: {error}") from None
+    if len(path) > MAX_NAME or any(len(part.encode()) > 255 for part in path.split("/")):
         raise UploadError(f"{name[:80]}...: name too long")
     return path
 
