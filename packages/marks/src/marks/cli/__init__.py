@@ -1,0 +1,161 @@
+"""The `marks` command line: thin commands over the service layer (`marks.library`).
+
+Groups load lazily, so `marks --help` imports neither SQLite nor the formats. `--db`, `--output`
+and `--yes` are accepted before or after a group or command. Operation errors print one line on
+stderr and exit 1; usage errors exit 2.
+"""
+
+import importlib
+import os
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import click
+
+from marks import __version__
+
+OUTPUTS = ("table", "json", "csv", "urls", "plain")
+GROUPS = {
+    "bookmark": ("marks.cli.bookmark", "Add, list, search, edit and visit bookmarks."),
+    "tag": ("marks.cli.tag", "List, tree, rename, add and remove tags."),
+    "import": ("marks.cli.transfer", "Import bookmarks from files (all or nothing)."),
+    "export": ("marks.cli.transfer", "Export every bookmark to a file or stdout."),
+    "db": ("marks.cli.db", "Inspect and maintain the database."),
+    "config": ("marks.cli.config", "Show and change settings."),
+}
+
+
+@dataclass
+class State:
+    db: str | None = None
+    output: str | None = None
+    yes: bool = False
+    _library: Any = field(default=None, repr=False)
+    _config: dict | None = field(default=None, repr=False)
+
+    @property
+    def config(self) -> dict:
+        if self._config is None:
+            from marks import settings
+
+            self._config = settings.load()
+        return self._config
+
+    @property
+    def db_path(self) -> Path:
+        from marks import settings
+
+        chosen = self.db or os.environ.get("MARKS_DB") or self.config["db"]
+        return Path(chosen).expanduser() if chosen else settings.data_dir() / "marks.db"
+
+    @property
+    def format(self) -> str:
+        return self.output or self.config["output"]
+
+    @property
+    def library(self):
+        if self._library is None:
+            from marks.library import Library
+            from marks.store import Store
+
+            self._library = Library(Store(self.db_path))
+        return self._library
+
+
+def _remember(name: str):
+    def callback(ctx: click.Context, param: click.Parameter, value: Any) -> Any:
+        if value not in (None, False):
+            setattr(ctx.ensure_object(State), name, value)
+        return value
+
+    return callback
+
+
+def global_options(function):
+    """--db, --output and --yes, usable at every level of the command line."""
+    function = click.option(
+        "--yes",
+        "-y",
+        is_flag=True,
+        expose_value=False,
+        is_eager=True,
+        callback=_remember("yes"),
+        help="Answer yes to confirmations.",
+    )(function)
+    function = click.option(
+        "--output",
+        "-o",
+        type=click.Choice(OUTPUTS),
+        expose_value=False,
+        is_eager=True,
+        callback=_remember("output"),
+        help="Output format [table].",
+    )(function)
+    function = click.option(
+        "--db",
+        metavar="PATH",
+        expose_value=False,
+        is_eager=True,
+        callback=_remember("db"),
+        help="Database file [$MARKS_DB, config, XDG data dir].",
+    )(function)
+    return function
+
+
+def state() -> State:
+    return click.get_current_context().ensure_object(State)
+
+
+def confirm(message: str) -> None:
+    """Bulk and destructive operations: ask on a terminal, obey --yes, refuse otherwise."""
+    from marks.library import MarksError
+
+    if state().yes:
+        return
+    if not sys.stdin.isatty():
+        raise MarksError(f"{message} -- confirmation needed: run again with --yes")
+    if not click.confirm(message, default=False, err=True):
+        raise click.Abort()
+
+
+class Group(click.Group):
+    """Every command of a group takes the global options too."""
+
+    def command(self, *args, **kwargs):
+        decorator = super().command(*args, **kwargs)
+        return lambda function: decorator(global_options(function))
+
+    def group(self, *args, **kwargs):
+        kwargs.setdefault("cls", Group)
+        decorator = super().group(*args, **kwargs)
+        return lambda function: decorator(global_options(function))
+
+
+class LazyGroup(Group):
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return list(GROUPS)
+
+    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
+        if name not in GROUPS:
+            return None
+        module = importlib.import_module(GROUPS[name][0])
+        return getattr(module, name.replace("import", "import_") if name == "import" else name)
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        with formatter.section("Commands"):
+            formatter.write_dl([(name, text) for name, (_, text) in GROUPS.items()])
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="marks")
+@global_options
+def cli() -> None:
+    """Keep, search and check your bookmarks."""
+
+
+def main() -> None:
+    from marks.errors import handled
+
+    sys.exit(handled(lambda: cli.main(standalone_mode=False, prog_name="marks")))

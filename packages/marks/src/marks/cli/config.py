@@ -1,0 +1,46 @@
+"""`marks config ...`: the TOML settings file."""
+
+import click
+
+from marks.cli import Group, global_options, state
+from marks.cli import output as show
+
+
+@click.group(cls=Group)
+@global_options
+def config() -> None:
+    """Show and change settings."""
+
+
+@config.command(name="show")
+def show_() -> None:
+    """Every setting, its value and where the file is."""
+    from marks import settings
+
+    values = settings.load()
+    if state().format == "json":
+        show.emit_json({"path": str(settings.config_path()), "values": values})
+        return
+    click.echo(f"# {settings.config_path()}")
+    for name, key in settings.KEYS.items():
+        click.echo(f"{name} = {values[name]!r}    # {key.help}")
+
+
+@config.command(name="set")
+@click.argument("key")
+@click.argument("value")
+def set_(key: str, value: str) -> None:
+    """Set KEY to VALUE (checked against the key's type; the file is replaced atomically)."""
+    from marks import settings
+
+    stored = settings.set_value(key, value)
+    click.echo(f"{key} = {stored!r}", err=True)
+
+
+@config.command()
+@click.option("--force", is_flag=True, help="Replace an existing file.")
+def init(force: bool) -> None:
+    """Write a config file with every key at its default."""
+    from marks import settings
+
+    click.echo(f"wrote {settings.init(force=force)}", err=True)

@@ -1,0 +1,156 @@
+"""`marks tag ...`: hierarchical tags (`a/b`), counts include descendants."""
+
+import click
+
+from marks.cli import Group, confirm, global_options, state
+from marks.cli import output as show
+
+
+@click.group(cls=Group)
+@global_options
+def tag() -> None:
+    """List, tree, rename, add and remove tags."""
+
+
+def _selection(ids, all_bookmarks=False, starred=False, filter_tags=()) -> list[int]:
+    chosen = state().library.select_ids(
+        ids=ids, all_bookmarks=all_bookmarks, starred=starred, filter_tags=filter_tags
+    )
+    if not chosen:
+        raise click.UsageError(
+            "no bookmarks selected (give ids, --all, --starred or --filter-tags)"
+        )
+    return chosen
+
+
+@tag.command(name="list")
+def list_() -> None:
+    """Every tag with its bookmark count (descendants included)."""
+    counts = state().library.tag_counts()
+    show.records(
+        [{"tag": c.name, "count": c.count, "direct": c.direct} for c in counts], state().format
+    )
+
+
+@tag.command()
+def tree() -> None:
+    """Tags as a tree."""
+    counts = state().library.tag_counts()
+    if state().format == "json":
+        show.emit_json(_nested(counts))
+        return
+    for item in counts:
+        depth = item.name.count("/")
+        click.echo(f"{'  ' * depth}{item.name.rsplit('/', 1)[-1]} ({item.count})")
+
+
+def _nested(counts) -> list[dict]:
+    roots: list[dict] = []
+    nodes: dict[str, dict] = {}
+    for item in counts:
+        node = {
+            "name": item.name.rsplit("/", 1)[-1],
+            "path": item.name,
+            "count": item.count,
+            "children": [],
+        }
+        nodes[item.name.casefold()] = node
+        parent = item.name.rpartition("/")[0].casefold()
+        (nodes[parent]["children"] if parent in nodes else roots).append(node)
+    return roots
+
+
+@tag.command()
+def stats() -> None:
+    """How tags are used."""
+    library = state().library
+    counts = library.tag_counts()
+    real = [c for c in counts if c.direct]
+    total = library.count()
+    untagged = library.untagged_count()
+    top = sorted(real, key=lambda c: -c.direct)[:10]
+    summary = {
+        "tags": len(real),
+        "tree_nodes": len(counts),
+        "bookmarks": total,
+        "untagged": untagged,
+        "deepest": max((c.name.count("/") + 1 for c in counts), default=0),
+        "most_used": [{"tag": c.name, "bookmarks": c.direct} for c in top],
+    }
+    if state().format == "json":
+        show.emit_json(summary)
+        return
+    for key in ("tags", "tree_nodes", "bookmarks", "untagged", "deepest"):
+        click.echo(f"{key.replace('_', ' '):>11}: {summary[key]}")
+    if top:
+        click.echo("  most used: " + ", ".join(f"{c.name} ({c.direct})" for c in top))
+
+
+@tag.command()
+@click.argument("name")
+@click.argument("ids", nargs=-1, type=int)
+@click.option("--all", "all_bookmarks", is_flag=True, help="Every bookmark.")
+@click.option("--starred", is_flag=True, help="Every starred bookmark.")
+@click.option("--filter-tags", multiple=True, help="Bookmarks with this tag (repeatable).")
+def add(name, ids, all_bookmarks, starred, filter_tags) -> None:
+    """Add tag NAME to bookmarks."""
+    chosen = _selection(ids, all_bookmarks, starred, filter_tags)
+    if len(chosen) > 1 and (all_bookmarks or starred or filter_tags):
+        confirm(f"Add tag {name!r} to {len(chosen)} bookmarks?")
+    added = state().library.tag_add(name, chosen)
+    click.echo(f"tagged {added} bookmark(s) with {name!r}", err=True)
+
+
+@tag.command()
+@click.argument("name")
+@click.argument("ids", nargs=-1, type=int)
+@click.option("--all", "all_bookmarks", is_flag=True, help="Every bookmark.")
+@click.option("--filter-tags", multiple=True, help="Bookmarks with this tag (repeatable).")
+def remove(name, ids, all_bookmarks, filter_tags) -> None:
+    """Remove tag NAME from bookmarks."""
+    chosen = _selection(ids, all_bookmarks, False, filter_tags)
+    if len(chosen) > 1 and (all_bookmarks or filter_tags):
+        confirm(f"Remove tag {name!r} from {len(chosen)} bookmarks?")
+    removed = state().library.tag_remove(name, chosen)
+    click.echo(f"removed {name!r} from {removed} bookmark(s)", err=True)
+
+
+@tag.command()
+@click.argument("old")
+@click.argument("new")
+def rename(old: str, new: str) -> None:
+    """Rename a tag and its descendants (asks first; merges into existing tags)."""
+    library = state().library
+    old_name, new_name, affected = library.rename_preview(old, new)
+    confirm(f"Rename {old_name!r} to {new_name!r} (with its subtags) on {affected} bookmark(s)?")
+    library.tag_rename(old_name, new_name)
+    click.echo(f"renamed {old_name!r} to {new_name!r} on {affected} bookmark(s)", err=True)
+
+
+@tag.command()
+@click.argument("name")
+@click.option("--to-ids", help="Comma-separated bookmark ids.")
+@click.option("--starred", is_flag=True, help="Every starred bookmark.")
+@click.option("--filter-tags", multiple=True, help="Bookmarks with this tag (repeatable).")
+def copy(name, to_ids, starred, filter_tags) -> None:
+    """Copy an existing tag onto other bookmarks."""
+    library = state().library
+    if not any(c.name.casefold() == name.strip().casefold() for c in library.tag_counts()):
+        raise click.UsageError(f"no tag {name!r} to copy")
+    try:
+        ids = [int(part) for part in (to_ids or "").split(",") if part.strip()]
+    except ValueError:
+        raise click.BadParameter("ids are whole numbers", param_hint="--to-ids") from None
+    chosen = _selection(ids, False, starred, filter_tags)
+    if len(chosen) > 1:
+        confirm(f"Copy tag {name!r} to {len(chosen)} bookmarks?")
+    added = library.tag_add(name, chosen)
+    click.echo(f"copied {name!r} to {added} bookmark(s)", err=True)
+
+
+@tag.command(name="filter")
+@click.argument("names", nargs=-1, required=True)
+@click.option("--any", "any_tag", is_flag=True, help="Any of the tags instead of all.")
+def filter_(names: tuple[str, ...], any_tag: bool) -> None:
+    """Bookmarks with all (or --any) of the tags (descendants included)."""
+    show.bookmarks(state().library.with_tags(names, any_tag=any_tag), state().format)

@@ -1,0 +1,6 @@
+"""File formats marks imports and exports. Readers yield `library.Record`s; writers take
+`wire.Bookmark`s. A reader raises `FormatError` (one line) when the file is not its format."""
+
+
+class FormatError(ValueError):
+    pass

@@ -1,0 +1,565 @@
+"""The service layer: every rule about bookmarks and tags, each operation one transaction.
+
+Front ends (CLI, shell, REST server) call this and nothing below it. Errors are `MarksError`
+subclasses whose message is one line a person can act on.
+"""
+
+import contextlib
+import datetime as dt
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from marks import clock, search, tagnames, urls
+from marks.store import Store
+from marks.wire import Bookmark, ImportReport, SearchHit, TagCount
+
+
+class MarksError(Exception):
+    """An operation failed; str(error) is the one line to show."""
+
+
+class NotFound(MarksError):
+    pass
+
+
+class Duplicate(MarksError):
+    def __init__(self, existing_id: int, url: str) -> None:
+        super().__init__(f"already bookmarked as {existing_id}: {url}")
+        self.existing_id = existing_id
+
+
+class Invalid(MarksError):
+    pass
+
+
+COLUMNS = (
+    "id, url, title, description, tags, starred, archived, added, last_visited, "
+    "visit_count, reachable, last_checked, check_result"
+)
+SORTS = {
+    "added": "added DESC, id DESC",
+    "visited": "last_visited IS NULL, last_visited DESC, id DESC",
+    "title": "title COLLATE NOCASE, id",
+    "url": "url, id",
+    "visits": "visit_count DESC, id DESC",
+    "id": "id",
+}
+EDITABLE = {"url", "title", "description", "tags", "starred", "archived"}
+
+
+def row_to_bookmark(row: Sequence[Any]) -> Bookmark:
+    return Bookmark(
+        id=row[0],
+        url=row[1],
+        title=row[2],
+        description=row[3],
+        tags=row[4].split("\n") if row[4] else [],
+        starred=bool(row[5]),
+        archived=bool(row[6]),
+        added=clock.from_text(row[7]),
+        last_visited=clock.from_text(row[8]),
+        visit_count=row[9],
+        reachable=None if row[10] is None else bool(row[10]),
+        last_checked=clock.from_text(row[11]),
+        check_result=row[12],
+    )
+
+
+@dataclass
+class Record:
+    """One bookmark as an importer found it, before the library's rules apply."""
+
+    url: str
+    title: str = ""
+    description: str = ""
+    tags: list[str] = field(default_factory=list)
+    starred: bool = False
+    archived: bool = False
+    added: dt.datetime | None = None
+    last_visited: dt.datetime | None = None
+    visit_count: int = 0
+    reachable: bool | None = None
+    last_checked: dt.datetime | None = None
+    check_result: str | None = None
+
+
+_ASCII_LOWER = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz")
+
+
+def nocase(name: str) -> str:
+    """SQLite's NOCASE order (ASCII letters folded, everything else by code point)."""
+    return name.translate(_ASCII_LOWER)
+
+
+def _clean_tags(names: Iterable[str]) -> list[str]:
+    seen: dict[str, str] = {}
+    for name in names:
+        try:
+            tag = tagnames.normalise(name)
+        except tagnames.InvalidTag as error:
+            raise Invalid(str(error)) from None
+        seen.setdefault(nocase(tag), tag)
+    return sorted(seen.values(), key=nocase)
+
+
+class Library:
+    def __init__(self, store: Store, now: Callable[[], dt.datetime] = clock.now) -> None:
+        self.store = store
+        self.now = now
+        self._tag_ids: dict[str, int] = {}
+
+    # --- reading ---------------------------------------------------------------------------------
+
+    def get(self, bookmark_id: int) -> Bookmark:
+        row = self.store.one(f"SELECT {COLUMNS} FROM bookmarks WHERE id = ?", (bookmark_id,))
+        if row is None:
+            raise NotFound(f"no bookmark with id {bookmark_id}")
+        return row_to_bookmark(row)
+
+    def get_many(self, ids: Iterable[int]) -> list[Bookmark]:
+        return [self.get(bookmark_id) for bookmark_id in ids]
+
+    def find_by_url(self, url: str) -> Bookmark | None:
+        row = self.store.one(f"SELECT {COLUMNS} FROM bookmarks WHERE url_key = ?", (urls.key(url),))
+        return None if row is None else row_to_bookmark(row)
+
+    def count(self) -> int:
+        return self.store.value("SELECT count(*) FROM bookmarks")
+
+    def list_bookmarks(
+        self,
+        *,
+        sort: str = "added",
+        reverse: bool = False,
+        limit: int | None = None,
+        offset: int = 0,
+        tag: str | None = None,
+        starred: bool | None = None,
+        where: str = "",
+        bindings: Sequence[Any] = (),
+    ) -> list[Bookmark]:
+        """Bookmarks in an order, optionally filtered (`where` comes from a trusted compiler)."""
+        if sort not in SORTS:
+            raise Invalid(f"unknown sort {sort!r} (use {', '.join(SORTS)})")
+        clauses, params = [where] if where else [], list(bindings)
+        if tag is not None:
+            clauses.append(search.tag_clause())
+            params += search.tag_bindings(tag)
+        if starred is not None:
+            clauses.append("starred = ?")
+            params.append(int(starred))
+        order = SORTS[sort]
+        if reverse:
+            order = _reverse(order)
+        sql = f"SELECT {COLUMNS} FROM bookmarks"
+        if clauses:
+            sql += " WHERE " + " AND ".join(f"({c})" for c in clauses)
+        sql += f" ORDER BY {order} LIMIT ? OFFSET ?"
+        params += [-1 if limit is None else limit, offset]
+        return [row_to_bookmark(row) for row in self.store.execute(sql, params)]
+
+    def with_tags(self, names: Iterable[str], *, any_tag: bool = False) -> list[Bookmark]:
+        """Bookmarks with all (or any) of the tags, descendants included."""
+        names = list(names)
+        joiner = " OR " if any_tag else " AND "
+        where = joiner.join(f"({search.tag_clause()})" for _ in names)
+        bindings = [value for name in names for value in search.tag_bindings(name)]
+        return self.list_bookmarks(where=where, bindings=bindings)
+
+    def untagged_count(self) -> int:
+        return self.store.value("SELECT count(*) FROM bookmarks WHERE tags = ''")
+
+    def iterate(self) -> Iterator[Bookmark]:
+        """Every bookmark in id order, streamed (for exports)."""
+        for row in self.store.execute(f"SELECT {COLUMNS} FROM bookmarks ORDER BY id"):
+            yield row_to_bookmark(row)
+
+    def search(self, text: str, *, fts: bool = True, limit: int | None = 50) -> list[SearchHit]:
+        try:
+            if fts:
+                return search.full_text(self.store, text, limit)
+            return search.substring(self.store, text, limit)
+        except search.QueryError as error:
+            raise Invalid(str(error)) from None
+
+    # --- writing bookmarks -----------------------------------------------------------------------
+
+    def add(
+        self,
+        url: str,
+        *,
+        title: str = "",
+        description: str = "",
+        tags: Iterable[str] = (),
+        starred: bool = False,
+        archived: bool = False,
+    ) -> Bookmark:
+        try:
+            url = urls.check(url)
+        except urls.InvalidURL as error:
+            raise Invalid(str(error)) from None
+        with self.store.transaction():
+            existing = self.store.value(
+                "SELECT id FROM bookmarks WHERE url_key = ?", (urls.key(url),)
+            )
+            if existing is not None:
+                raise Duplicate(existing, url)
+            record = Record(url, title, description, list(tags), starred, archived)
+            bookmark_id = self._insert(
+                record, _clean_tags(record.tags), urls.key(url), urls.domain(url)
+            )
+        return self.get(bookmark_id)
+
+    def _insert(self, record: Record, tags: list[str], key: str, domain: str) -> int:
+        self.store.execute(
+            "INSERT INTO bookmarks (url, url_key, title, description, tags, domain, starred, "
+            "archived, added, last_visited, visit_count, reachable, last_checked, check_result) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (
+                record.url,
+                key,
+                record.title.strip(),
+                record.description.strip(),
+                "\n".join(tags),
+                domain,
+                int(record.starred),
+                int(record.archived),
+                clock.to_text(record.added or self.now()),
+                clock.to_text(record.last_visited),
+                max(0, record.visit_count),
+                None if record.reachable is None else int(record.reachable),
+                clock.to_text(record.last_checked),
+                record.check_result,
+            ),
+        )
+        bookmark_id = self.store.db.last_insert_rowid()
+        self._link(bookmark_id, tags)
+        return bookmark_id
+
+    def _tag_id(self, name: str) -> int:
+        folded = nocase(name)
+        if folded not in self._tag_ids:
+            self.store.execute("INSERT OR IGNORE INTO tags (name) VALUES (?)", (name,))
+            self._tag_ids[folded] = self.store.value("SELECT id FROM tags WHERE name = ?", (name,))
+        return self._tag_ids[folded]
+
+    def _link(self, bookmark_id: int, tags: Iterable[str]) -> None:
+        self.store.db.executemany(
+            "INSERT OR IGNORE INTO bookmark_tags (bookmark_id, tag_id) VALUES (?, ?)",
+            [(bookmark_id, self._tag_id(tag)) for tag in tags],
+        )
+
+    def update(self, bookmark_id: int, **changes: Any) -> Bookmark:
+        unknown = set(changes) - EDITABLE
+        if unknown:
+            raise Invalid(f"cannot change {', '.join(sorted(unknown))}")
+        with self.store.transaction():
+            current = self.get(bookmark_id)
+            columns: dict[str, Any] = {}
+            if "url" in changes:
+                try:
+                    url = urls.check(changes["url"])
+                except urls.InvalidURL as error:
+                    raise Invalid(str(error)) from None
+                clash = self.store.value(
+                    "SELECT id FROM bookmarks WHERE url_key = ? AND id != ?",
+                    (urls.key(url), bookmark_id),
+                )
+                if clash is not None:
+                    raise Duplicate(clash, url)
+                columns |= {"url": url, "url_key": urls.key(url), "domain": urls.domain(url)}
+            for name in ("title", "description"):
+                if name in changes:
+                    columns[name] = str(changes[name]).strip()
+            for name in ("starred", "archived"):
+                if name in changes:
+                    columns[name] = int(bool(changes[name]))
+            if columns:
+                assignments = ", ".join(f"{name} = ?" for name in columns)
+                self.store.execute(
+                    f"UPDATE bookmarks SET {assignments} WHERE id = ?",
+                    (*columns.values(), bookmark_id),
+                )
+            if "tags" in changes:
+                self._set_tags(current.id, _clean_tags(changes["tags"]))
+        return self.get(bookmark_id)
+
+    def _set_tags(self, bookmark_id: int, tags: list[str]) -> None:
+        self.store.execute("DELETE FROM bookmark_tags WHERE bookmark_id = ?", (bookmark_id,))
+        self._link(bookmark_id, tags)
+        self._drop_orphan_tags()
+
+    def delete(self, ids: Iterable[int]) -> int:
+        ids = list(ids)
+        with self.store.transaction():
+            for bookmark_id in ids:
+                self.get(bookmark_id)  # all must exist, or nothing is deleted
+            self.store.db.executemany("DELETE FROM bookmarks WHERE id = ?", [(i,) for i in ids])
+            self._drop_orphan_tags()
+        return len(ids)
+
+    def visit(self, bookmark_id: int) -> Bookmark:
+        with self.store.transaction():
+            self.get(bookmark_id)
+            self.store.execute(
+                "UPDATE bookmarks SET visit_count = visit_count + 1, last_visited = ? WHERE id = ?",
+                (clock.to_text(self.now()), bookmark_id),
+            )
+        return self.get(bookmark_id)
+
+    # --- tags ------------------------------------------------------------------------------------
+
+    def _drop_orphan_tags(self) -> None:
+        self.store.execute("DELETE FROM tags WHERE id NOT IN (SELECT tag_id FROM bookmark_tags)")
+        self._tag_ids.clear()
+
+    def tag_counts(self) -> list[TagCount]:
+        """Every tag and every implied parent, with counts that include descendants."""
+        direct: dict[str, set[int]] = {}
+        for name, bookmark_id in self.store.execute(
+            "SELECT t.name, bt.bookmark_id FROM tags t JOIN bookmark_tags bt ON bt.tag_id = t.id"
+        ):
+            direct.setdefault(name, set()).add(bookmark_id)
+        total: dict[str, set[int]] = {}
+        for name, ids in direct.items():
+            for node in (*tagnames.ancestors(name), name):
+                total.setdefault(node, set()).update(ids)
+        return [
+            TagCount(name, len(total[name]), len(direct.get(name, ())))
+            for name in sorted(total, key=str.casefold)
+        ]
+
+    def select_ids(
+        self,
+        *,
+        ids: Iterable[int] = (),
+        all_bookmarks: bool = False,
+        starred: bool = False,
+        filter_tags: Iterable[str] = (),
+    ) -> list[int]:
+        """The bookmarks a bulk tag operation acts on (the union of what is asked for)."""
+        chosen: set[int] = set()
+        for bookmark_id in ids:
+            chosen.add(self.get(bookmark_id).id)
+        if all_bookmarks:
+            chosen.update(row[0] for row in self.store.execute("SELECT id FROM bookmarks"))
+        if starred:
+            chosen.update(
+                row[0] for row in self.store.execute("SELECT id FROM bookmarks WHERE starred = 1")
+            )
+        for tag in filter_tags:
+            chosen.update(
+                row[0]
+                for row in self.store.execute(
+                    f"SELECT id FROM bookmarks WHERE {search.tag_clause()}",
+                    search.tag_bindings(tag),
+                )
+            )
+        return sorted(chosen)
+
+    def tag_add(self, tag: str, ids: Iterable[int]) -> int:
+        """Add a tag to bookmarks; returns how many did not have it yet."""
+        (name,) = _clean_tags([tag])
+        ids = list(ids)
+        with self.store.transaction():
+            tag_id = self._tag_id(name)
+            added = 0
+            for bookmark_id in ids:
+                self.store.execute(
+                    "INSERT OR IGNORE INTO bookmark_tags (bookmark_id, tag_id) VALUES (?, ?)",
+                    (bookmark_id, tag_id),
+                )
+                added += self.store.db.changes()
+        return added
+
+    def tag_remove(self, tag: str, ids: Iterable[int]) -> int:
+        (name,) = _clean_tags([tag])
+        ids = list(ids)
+        with self.store.transaction():
+            tag_id = self.store.value("SELECT id FROM tags WHERE name = ?", (name,))
+            if tag_id is None:
+                raise NotFound(f"no tag {name!r}")
+            removed = 0
+            for bookmark_id in ids:
+                self.store.execute(
+                    "DELETE FROM bookmark_tags WHERE bookmark_id = ? AND tag_id = ?",
+                    (bookmark_id, tag_id),
+                )
+                removed += self.store.db.changes()
+            self._drop_orphan_tags()
+        return removed
+
+    def rename_preview(self, old: str, new: str) -> tuple[str, str, int]:
+        """What `tag_rename` would do: the clean names and how many bookmarks it touches."""
+        (old_name,) = _clean_tags([old])
+        (new_name,) = _clean_tags([new])
+        affected = self.store.value(
+            f"SELECT count(*) FROM bookmarks WHERE {search.tag_clause()}",
+            search.tag_bindings(old_name),
+        )
+        if not affected:
+            raise NotFound(f"no bookmark has tag {old_name!r}")
+        if tagnames.is_within(new_name, old_name) and new_name.casefold() != old_name.casefold():
+            raise Invalid(f"cannot move {old_name!r} inside itself ({new_name!r})")
+        return old_name, new_name, affected
+
+    def tag_rename(self, old: str, new: str) -> int:
+        """Rename a tag and its descendants, merging into tags that already exist."""
+        old_name, new_name, affected = self.rename_preview(old, new)
+        with self.store.transaction():
+            rows = self.store.execute(
+                "SELECT id, name FROM tags WHERE name = ? OR name LIKE ? ESCAPE '\\'",
+                (old_name, search.like_prefix(old_name)),
+            ).fetchall()
+            for tag_id, name in rows:
+                target = new_name + name[len(old_name) :]
+                existing = self.store.value(
+                    "SELECT id FROM tags WHERE name = ? AND id != ?", (target, tag_id)
+                )
+                if existing is None:
+                    self.store.execute("UPDATE tags SET name = ? WHERE id = ?", (target, tag_id))
+                else:
+                    self.store.execute(
+                        "INSERT OR IGNORE INTO bookmark_tags (bookmark_id, tag_id) "
+                        "SELECT bookmark_id, ? FROM bookmark_tags WHERE tag_id = ?",
+                        (existing, tag_id),
+                    )
+                    self.store.execute("DELETE FROM bookmark_tags WHERE tag_id = ?", (tag_id,))
+            self._drop_orphan_tags()
+        return affected
+
+    # --- import and export -----------------------------------------------------------------------
+
+    def import_records(
+        self,
+        records: Iterable[Record],
+        *,
+        update: bool = False,
+        progress: Callable[[int], None] = lambda _: None,
+    ) -> ImportReport:
+        """All or nothing: every record is added, merged or counted as skipped/invalid, in one
+        transaction. A URL seen twice in one import is one bookmark with both sets of tags."""
+        report = ImportReport(problems=[])
+        unique: dict[str, tuple[Record, list[str], str]] = {}
+        for number, record in enumerate(records, 1):
+            self._collect(record, unique, report)
+            progress(number)
+        with self.store.transaction(), self._bulk_load() as merged:
+            known = dict(self.store.execute("SELECT url_key, id FROM bookmarks"))
+            for key, (record, tags, domain) in unique.items():
+                existing = known.get(key)
+                if existing is None:
+                    self._insert(record, tags, key, domain)
+                    report.added += 1
+                elif update:
+                    self._merge(existing, record, tags)
+                    merged.add(existing)
+                    report.updated += 1
+                else:
+                    report.skipped += 1
+                    report.problems.append(
+                        f"skipped (already bookmarked as {existing}): {record.url}"
+                    )
+        return report
+
+    @staticmethod
+    def _collect(record: Record, unique: dict, report: ImportReport) -> None:
+        """Check one record and fold it into the import's set of pages."""
+        try:
+            record.url, key, domain = urls.analyse(record.url)
+            tags = _clean_tags(record.tags)
+        except (urls.InvalidURL, Invalid) as error:
+            report.invalid += 1
+            report.problems.append(f"invalid: {error}")
+            return
+        if key not in unique:
+            unique[key] = (record, tags, domain)
+            return
+        report.skipped += 1  # the same page twice in one file: one bookmark, both sets of tags
+        first, first_tags, _ = unique[key]
+        first.added = min(filter(None, (first.added, record.added)), default=None)
+        first.last_visited = max(
+            filter(None, (first.last_visited, record.last_visited)), default=None
+        )
+        first.visit_count = max(first.visit_count, record.visit_count)
+        first.title = first.title or record.title
+        first.description = first.description or record.description
+        first.starred = first.starred or record.starred
+        unique[key] = (first, _clean_tags([*first_tags, *tags]), unique[key][2])
+
+    @contextlib.contextmanager
+    def _bulk_load(self) -> Iterator[set[int]]:
+        """Within an import's transaction: insert rows without per-row index triggers, then index
+        the new rows in one statement (ten times faster at 100,000 bookmarks).
+
+        The triggers are dropped and re-created inside the same transaction (SQLite's DDL is
+        transactional), so a failure or crash restores them with everything else. Yields the set
+        of existing bookmarks whose tags changed, whose tag text is refreshed at the end.
+        """
+        names = ("bookmarks_fts_insert", "bookmark_tags_added")
+        saved = [
+            self.store.value(
+                "SELECT sql FROM sqlite_schema WHERE type = 'trigger' AND name = ?", (name,)
+            )
+            for name in names
+        ]
+        first_new = (self.store.value("SELECT max(id) FROM bookmarks") or 0) + 1
+        for name in names:
+            self.store.execute(f"DROP TRIGGER {name}")
+        merged: set[int] = set()
+        yield merged
+        if merged:  # existing rows: the update trigger moves their index entries
+            self.store.db.executemany(
+                "UPDATE bookmarks SET tags = (SELECT coalesce(group_concat(name, char(10)), '') "
+                "FROM (SELECT t.name FROM bookmark_tags bt JOIN tags t ON t.id = bt.tag_id "
+                "WHERE bt.bookmark_id = bookmarks.id ORDER BY t.name)) WHERE id = ?",
+                [(bookmark_id,) for bookmark_id in merged],
+            )
+        self.store.execute(
+            "INSERT INTO bookmarks_fts (rowid, title, description, url, tags) "
+            "SELECT id, title, description, url, tags FROM bookmarks "
+            "WHERE id >= ?",
+            (first_new,),
+        )
+        for sql in saved:
+            self.store.execute(sql)
+
+    def _merge(self, bookmark_id: int, record: Record, tags: list[str]) -> None:
+        """Union of tags; the earliest `added`; the highest visit data; fill empty text."""
+        self.store.execute(
+            "UPDATE bookmarks SET "
+            "added = min(added, coalesce(?, added)), "
+            "last_visited = CASE WHEN ? > coalesce(last_visited, '') THEN ? ELSE last_visited END, "
+            "visit_count = max(visit_count, ?), "
+            "title = CASE title WHEN '' THEN ? ELSE title END, "
+            "description = CASE description WHEN '' THEN ? ELSE description END, "
+            "starred = max(starred, ?) WHERE id = ?",
+            (
+                clock.to_text(record.added),
+                clock.to_text(record.last_visited) or "",
+                clock.to_text(record.last_visited),
+                record.visit_count,
+                record.title.strip(),
+                record.description.strip(),
+                int(record.starred),
+                bookmark_id,
+            ),
+        )
+        self._link(bookmark_id, tags)
+
+
+def _reverse(order: str) -> str:
+    flipped = []
+    for part in order.split(", "):
+        if part.endswith(" DESC"):
+            flipped.append(part[:-5])
+        elif " IS NULL" in part:
+            flipped.append(part.replace(" IS NULL", " IS NOT NULL"))
+        else:
+            flipped.append(
+                part.split(" COLLATE")[0]
+                + (" COLLATE NOCASE" if "COLLATE" in part else "")
+                + " DESC"
+            )
+    return ", ".join(flipped)

@@ -1,0 +1,156 @@
+"""Looking after the database: facts about it, near-duplicate merging, the search index."""
+
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+import apsw
+
+from marks import schema
+from marks.library import Library, _clean_tags
+
+TRACKING = ("utm_", "fbclid", "gclid", "mc_cid", "mc_eid", "ref_src", "igshid")
+
+
+def loose_key(url: str) -> str:
+    """What makes two different URLs the same page to a person: http/https, `www.`, a trailing
+    slash and tracking parameters do not matter."""
+    parts = urlsplit(url)
+    host = (parts.hostname or "").lower().removeprefix("www.")
+    query = urlencode(
+        [
+            (k, v)
+            for k, v in parse_qsl(parts.query, keep_blank_values=True)
+            if not k.lower().startswith(TRACKING)
+        ]
+    )
+    path = parts.path.rstrip("/")
+    scheme = "http" if parts.scheme.lower() in ("http", "https") else parts.scheme.lower()
+    return urlunsplit((scheme, host, path, query, ""))
+
+
+def info(library: Library) -> dict:
+    store = library.store
+    return {
+        "path": store.path,
+        "size_bytes": store.size_bytes,
+        "schema_version": store.value("PRAGMA user_version"),
+        "sqlite_version": apsw.sqlite_lib_version(),
+        "bookmarks": library.count(),
+        "tags": store.value("SELECT count(*) FROM tags"),
+        "journal_mode": store.value("PRAGMA journal_mode"),
+    }
+
+
+def stats(library: Library) -> dict:
+    value = library.store.value
+    return {
+        "bookmarks": library.count(),
+        "starred": value("SELECT count(*) FROM bookmarks WHERE starred = 1"),
+        "archived": value("SELECT count(*) FROM bookmarks WHERE archived = 1"),
+        "unread": value("SELECT count(*) FROM bookmarks WHERE visit_count = 0"),
+        "untagged": library.untagged_count(),
+        "broken": value("SELECT count(*) FROM bookmarks WHERE reachable = 0"),
+        "unchecked": value("SELECT count(*) FROM bookmarks WHERE reachable IS NULL"),
+        "domains": value("SELECT count(DISTINCT domain) FROM bookmarks"),
+        "tags": value("SELECT count(*) FROM tags"),
+        "total_visits": value("SELECT coalesce(sum(visit_count), 0) FROM bookmarks"),
+        "oldest": value("SELECT min(added) FROM bookmarks"),
+        "newest": value("SELECT max(added) FROM bookmarks"),
+    }
+
+
+def schema_sql(library: Library) -> str:
+    rows = library.store.execute(
+        "SELECT sql FROM sqlite_schema WHERE sql IS NOT NULL AND name NOT LIKE 'bookmarks_fts_%' "
+        "ORDER BY type = 'table' DESC, name"
+    )
+    return ";\n\n".join(row[0] for row in rows) + ";\n"
+
+
+def vacuum(library: Library) -> tuple[int, int]:
+    before = library.store.size_bytes
+    library.store.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    library.store.execute("VACUUM")
+    library.store.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    return before, library.store.size_bytes
+
+
+def duplicate_groups(library: Library) -> list[list[int]]:
+    """Groups of bookmark ids that are the same page by `loose_key`, oldest first."""
+    groups: dict[str, list[tuple[str, int]]] = {}
+    for bookmark_id, url, added in library.store.execute("SELECT id, url, added FROM bookmarks"):
+        groups.setdefault(loose_key(url), []).append((added, bookmark_id))
+    return [
+        [bookmark_id for _, bookmark_id in sorted(group)]
+        for group in groups.values()
+        if len(group) > 1
+    ]
+
+
+def merge_duplicates(library: Library, groups: list[list[int]]) -> int:
+    """Keep the oldest of each group with every tag and the most visit data; delete the rest."""
+    removed = 0
+    with library.store.transaction():
+        for keep_id, *others in groups:
+            keep = library.get(keep_id)
+            tags = list(keep.tags)
+            for other_id in others:
+                other = library.get(other_id)
+                tags += other.tags
+                library.store.execute(
+                    "UPDATE bookmarks SET visit_count = max(visit_count, ?), "
+                    "last_visited = max(coalesce(last_visited, ''), coalesce(?, '')), "
+                    "starred = max(starred, ?), "
+                    "description = CASE description WHEN '' THEN ? ELSE description END "
+                    "WHERE id = ?",
+                    (
+                        other.visit_count,
+                        library.store.value(
+                            "SELECT last_visited FROM bookmarks WHERE id = ?", (other_id,)
+                        ),
+                        int(other.starred),
+                        other.description,
+                        keep_id,
+                    ),
+                )
+                library.store.execute(
+                    "UPDATE bookmarks SET last_visited = NULL WHERE id = ? AND last_visited = ''",
+                    (keep_id,),
+                )
+            library.delete(others)
+            library.update(keep_id, tags=_clean_tags(tags))
+            removed += len(others)
+    return removed
+
+
+def build_index(library: Library) -> int:
+    with library.store.transaction():
+        library.store.execute("INSERT INTO bookmarks_fts (bookmarks_fts) VALUES ('rebuild')")
+    return library.count()
+
+
+def index_stats(library: Library) -> dict:
+    store = library.store
+    store.execute("INSERT INTO bookmarks_fts (bookmarks_fts, rank) VALUES ('integrity-check', 1)")
+    pages = store.value("SELECT count(*) FROM dbstat WHERE name LIKE 'bookmarks_fts%'") or 0
+    page_size = store.value("PRAGMA page_size")
+    return {
+        "indexed_rows": store.value("SELECT count(*) FROM bookmarks_fts_docsize"),
+        "bookmarks": library.count(),
+        "distinct_terms": store.value(
+            "SELECT count(*) FROM (SELECT term FROM bookmarks_fts_vocab GROUP BY term)"
+        )
+        if _vocab(store)
+        else None,
+        "size_bytes": pages * page_size,
+        "tokenizer": "porter unicode61 remove_diacritics 2",
+        "integrity": "ok",
+        "schema_version": schema.VERSION,
+    }
+
+
+def _vocab(store) -> bool:
+    store.execute(
+        "CREATE VIRTUAL TABLE IF NOT EXISTS temp.bookmarks_fts_vocab "
+        "USING fts5vocab(main, bookmarks_fts, row)"
+    )
+    return True

@@ -1,0 +1,33 @@
+"""Tag names: `/` makes a hierarchy; commas and line breaks separate tags, so never inside one."""
+
+
+class InvalidTag(ValueError):
+    pass
+
+
+def normalise(name: str) -> str:
+    """` a / b ` -> `a/b`; collapses whitespace; refuses empty names and separators."""
+    if "," in name or "\n" in name or "\r" in name:
+        raise InvalidTag(f"a tag cannot contain a comma or a line break: {name!r}")
+    segments = [" ".join(part.split()) for part in name.split("/")]
+    segments = [segment for segment in segments if segment]
+    if not segments:
+        raise InvalidTag(f"empty tag name: {name!r}")
+    return "/".join(segments)
+
+
+def from_folder(folder: str) -> str:
+    """A browser folder name as one tag segment (`/` would nest, `,` would split)."""
+    return " ".join(folder.replace("/", "-").replace(",", ";").split())
+
+
+def ancestors(name: str) -> list[str]:
+    """`a/b/c` -> [`a`, `a/b`]."""
+    parts = name.split("/")
+    return ["/".join(parts[:depth]) for depth in range(1, len(parts))]
+
+
+def is_within(name: str, parent: str) -> bool:
+    """True for the tag itself and every descendant (case-insensitive, like the table)."""
+    name, parent = name.casefold(), parent.casefold()
+    return name == parent or name.startswith(parent + "/")

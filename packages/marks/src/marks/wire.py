@@ -1,0 +1,47 @@
+"""What marks reads and writes: bookmarks and reports, as msgspec Structs (also the JSON format)."""
+
+import datetime as dt
+
+import msgspec
+
+
+class Bookmark(msgspec.Struct, kw_only=True):
+    """A bookmark as every front end and the JSON export see it."""
+
+    id: int = 0
+    url: str
+    title: str = ""
+    description: str = ""
+    tags: list[str] = []
+    starred: bool = False
+    archived: bool = False
+    added: dt.datetime | None = None
+    last_visited: dt.datetime | None = None
+    visit_count: int = 0
+    reachable: bool | None = None
+    last_checked: dt.datetime | None = None
+    check_result: str | None = None
+
+
+class ImportReport(msgspec.Struct):
+    added: int = 0
+    updated: int = 0
+    skipped: int = 0
+    invalid: int = 0
+    problems: list[str] = []  # one line per invalid or skipped entry, for --verbose
+
+
+class TagCount(msgspec.Struct):
+    name: str
+    count: int  # bookmarks with this tag or a descendant
+    direct: int  # bookmarks with exactly this tag
+
+
+class SearchHit(msgspec.Struct):
+    bookmark: Bookmark
+    score: float | None = None
+    snippet: str | None = None
+
+
+BOOKMARK_FIELDS = tuple(Bookmark.__struct_fields__)
+encode_json = msgspec.json.Encoder().encode

@@ -1,0 +1,128 @@
+"""Ranked full-text search and the index that follows every change."""
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from marks.library import Invalid, Library
+from marks.store import Store
+
+MEMORY = Library(Store(":memory:"))
+MEMORY.add("https://a.example", title="a b", tags=["a/b"])
+
+
+@pytest.fixture
+def filled(library):
+    add = library.add
+    add(
+        "https://python.org",
+        title="Python programming language",
+        description="Running scripts quickly",
+        tags=["dev/python"],
+    )
+    add(
+        "https://rust-lang.org",
+        title="Rust language",
+        description="fearless concurrency",
+        tags=["dev/rust"],
+    )
+    add("https://cafe.example", title="Café Central", description="coffee in Vienna", tags=["food"])
+    add(
+        "https://blog.example/python-tips",
+        title="Tips",
+        description="python python python",
+        tags=["reading"],
+    )
+    add("https://news.example", title="News of the day", tags=["reading/later"])
+    return library
+
+
+def ids(library, query: str) -> list[int]:
+    return [hit.bookmark.id for hit in library.search(query, fts=True)]
+
+
+def test_words_prefix_phrase_and_operators(filled):
+    assert set(ids(filled, "language")) == {1, 2}
+    assert ids(filled, "lang*") == ids(filled, "language")
+    assert ids(filled, '"programming language"') == [1]
+    assert ids(filled, '"language programming"') == []
+    assert set(ids(filled, "python AND language")) == {1}
+    assert set(ids(filled, "rust OR coffee")) == {2, 3}
+    assert set(ids(filled, "language NOT rust")) == {1}
+    assert set(ids(filled, "language -rust")) == {1}
+    assert set(ids(filled, "(rust OR coffee) AND vienna")) == {3}
+    assert set(ids(filled, "python and")) == set()  # lower-case `and` is a word
+
+
+def test_field_filters_and_hierarchical_tags(filled):
+    assert ids(filled, "title:rust") == [2]
+    assert ids(filled, "url:rust") == [2]
+    assert set(ids(filled, "#dev")) == {1, 2}
+    assert ids(filled, "#dev/rust") == [2]
+    assert set(ids(filled, "tag:reading")) == {4, 5}
+    assert ids(filled, "#reading -#reading/later") == [4]
+    assert ids(filled, "#dev python") == [1]
+    assert set(ids(filled, "NOT #dev")) == {3, 4, 5}
+
+
+def test_stemming_and_diacritics(filled):
+    assert ids(filled, "run") == [1]  # finds "Running"
+    assert ids(filled, "cafe") == [3]  # finds "Café"
+    assert ids(filled, "CAFÉ") == [3]
+
+
+def test_ranking_puts_the_title_match_first(filled):
+    hits = filled.search("python", fts=True)
+    assert [hit.bookmark.id for hit in hits][:2] == [1, 4]
+    assert hits[0].score > hits[1].score
+    assert "[Python]" in hits[0].snippet
+
+
+@pytest.mark.parametrize(
+    "query",
+    ['"unterminated', "(python", "python)", "AND", "OR rust", "NOT", "", "   ", "title:", "#", "*"],
+)
+def test_bad_syntax_is_one_clear_line(filled, query):
+    with pytest.raises(Invalid) as error:
+        filled.search(query, fts=True)
+    assert str(error.value) and "\n" not in str(error.value)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(
+        st.sampled_from([*'ab "()*#-:', " ", " ", "AND", "OR", "NOT", "title", "tag"]), max_size=16
+    ).map("".join)
+)
+def test_any_query_searches_or_fails_cleanly(query):
+    try:
+        MEMORY.search(query, fts=True)
+    except Invalid as error:
+        assert str(error) and "\n" not in str(error)
+
+
+def test_index_follows_every_change(filled):
+    assert ids(filled, "tokio") == []
+    filled.update(2, description="async with tokio")
+    assert ids(filled, "tokio") == [2]
+    filled.update(2, title="Rustacean station", url="https://rustacean.example")
+    assert ids(filled, "title:rustacean") == [2] and ids(filled, "title:language") == [1]
+    filled.tag_add("systems", [2])
+    assert ids(filled, "systems") == [2] and ids(filled, "#systems") == [2]
+    filled.tag_rename("systems", "lowlevel")
+    assert ids(filled, "systems") == [] and ids(filled, "lowlevel") == [2]
+    filled.tag_remove("lowlevel", [2])
+    assert ids(filled, "lowlevel") == []
+    filled.delete([2])
+    assert ids(filled, "tokio") == []
+    # The index agrees with the table it indexes.
+    filled.store.execute(
+        "INSERT INTO bookmarks_fts (bookmarks_fts, rank) VALUES ('integrity-check', 1)"
+    )
+
+
+def test_substring_search_without_fts(filled):
+    found = [hit.bookmark.id for hit in filled.search("LANG", fts=False)]
+    assert set(found) == {1, 2}
+    assert [h.bookmark.id for h in filled.search("100%", fts=False)] == []
+    assert [h.bookmark.id for h in filled.search("reading/later", fts=False)] == [5]
