@@ -102,10 +102,45 @@ def jobrunner_demo() -> None:
         shutil.rmtree(state, ignore_errors=True)
 
 
-def main() -> None:
-    jobrunner_demo()
+def marks_demo() -> None:
     print("\n== marks ==")
     run("marks", "--version")
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    from netscape_gen import generate
+
+    with tempfile.TemporaryDirectory(prefix="marks-demo-") as directory:
+        folder = Path(directory)
+        db = str(folder / "library.db")
+        # Two browser exports: a hand-written one with real quirks, and 2,000 generated entries.
+        generated = folder / "bookmarks.html"
+        generated.write_text(generate(2000, seed=3))
+        quirks = ROOT / "tests" / "marks" / "data" / "quirks.html"
+        run("marks", "--db", db, "import", "html", str(quirks), "--verbose")
+        run("marks", "--db", db, "import", "html", str(generated))
+        run("marks", "--db", db, "bookmark", "search", "--fts", "rust book", "-n", "3")
+        run("marks", "--db", db, "bookmark", "search", "--fts", "cafe", "-n", "3")
+        run("marks", "--db", db, "bookmark", "search", "--fts", "#dev NOT #dev/web", "-n", "3")
+        run("marks", "--db", db, "bookmark", "query", "visits > 0 and added < 2012", "-n", "3")
+        tree = run_quiet("marks", "--db", db, "tag", "tree")
+        print("$ marks tag tree | head -6\n" + "\n".join(tree.splitlines()[:6]))
+        exported = folder / "export.html"
+        run("marks", "--db", db, "export", "html", "--hierarchical", "--file", str(exported))
+        print(f"{exported.name}: {exported.stat().st_size} bytes, first folder lines:")
+        folders = [line for line in exported.read_text().splitlines() if "<H3>" in line]
+        print("\n".join(folders[:4]))
+        run("marks", "--db", db, "db", "stats")
+
+
+def run_quiet(*argv: str) -> str:
+    result = subprocess.run(
+        [str(BIN / argv[0]), *argv[1:]], capture_output=True, text=True, check=True
+    )
+    return result.stdout
+
+
+def main() -> None:
+    jobrunner_demo()
+    marks_demo()
 
 
 if __name__ == "__main__":

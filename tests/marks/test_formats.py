@@ -43,6 +43,18 @@ def test_netscape_file_with_browser_quirks(library):
     assert not any(url.startswith(("javascript:", "place:")) for url in by_url)
 
 
+def test_marked_root_folder_is_dropped_even_below_an_unclosed_list(library):
+    from marks.formats import netscape
+
+    html = (
+        "<DL><p><DT><H3>Open</H3><DL><p>"  # never closed, as in a truncated export
+        '<DT><H3 PERSONAL_TOOLBAR_FOLDER="true">Lesezeichenleiste</H3><DL><p>'
+        '<DT><A HREF="https://a.example/">A</A></DL><p>'
+    )
+    (record,) = list(netscape.read(io.StringIO(html)))
+    assert record.tags == ["Open"]
+
+
 def test_folders_of_any_depth_stay_linear(library):
     depth = 400
     html = "<DL><p>" + "".join(f"<DT><H3>f{i}</H3><DL><p>" for i in range(depth))

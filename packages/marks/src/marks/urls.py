@@ -82,6 +82,12 @@ def _domain(parts) -> str:
 
 def analyse(url: str) -> tuple[str, str, str]:
     """`check`, `key` and `domain` with one parse (imports do this 100,000 times)."""
+    url = url.strip()
+    scheme = url.split(":", 1)[0].lower() if ":" in url else ""
+    if scheme in ("http", "https") and not any(ch in url for ch in "\n\r\t\x00"):
+        parts = urlsplit(url)  # the common case, checked from the same parse
+        if parts.hostname:
+            return url, _key(parts), _domain(parts)
     url = check(url)
     parts = urlsplit(url)
     return url, _key(parts), _domain(parts)
