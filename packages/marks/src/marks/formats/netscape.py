@@ -2,8 +2,9 @@
 
 Reading is one pass of a compiled regular expression over the file, which tolerates what
 browsers write (unclosed `<DT>` and `<p>`, upper-case tags, entities, comments), so time is
-linear in the file whatever the folder shape (and three times faster than html.parser). Folders become hierarchical tags (`Folder/Sub`); the browsers' own root folders
-("Bookmarks bar", "Other bookmarks", ...) are dropped; `TAGS`, `ADD_DATE`, `LAST_VISIT` and `<DD>`
+linear in the file whatever the folder shape (and three times faster than html.parser).
+Folders become hierarchical tags (`Folder/Sub`); the browsers' own root folders ("Bookmarks
+bar", "Other bookmarks", ...) are dropped; `TAGS`, `ADD_DATE`, `LAST_VISIT` and `<DD>`
 descriptions are kept.
 """
 
