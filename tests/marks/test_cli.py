@@ -312,3 +312,40 @@ def test_subprocess_run_and_default_database_location(marks, tmp_path):
         [MARKS, "bookmark", "add", "https://b.example"], env=env, check=True, capture_output=True
     )
     assert (tmp_path / "env.db").exists()
+
+
+def test_import_shows_a_progress_bar_on_a_terminal(marks, tmp_path):
+    import os
+    import pty
+    import subprocess
+    import sys
+
+    from support.marksrun import MARKS
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+    from netscape_gen import generate
+
+    source = tmp_path / "many.html"
+    source.write_text(generate(3000, seed=5))
+    leader, follower = pty.openpty()
+    process = subprocess.Popen(
+        [MARKS, "--db", str(marks.db), "import", "html", str(source)],
+        stdin=follower,
+        stdout=follower,
+        stderr=follower,
+    )
+    os.close(follower)
+    screen = b""
+    try:
+        while chunk := os.read(leader, 4096):
+            screen += chunk
+    except OSError:
+        pass
+    assert process.wait(60) == 0
+    os.close(leader)
+    text = screen.decode(errors="replace")
+    assert "importing" in text and "100%" in text
+    assert "added 3000, updated 0, skipped 0, invalid 0" in text
+    # Without a terminal there is no bar, only the report.
+    plain = marks("import", "html", str(source))
+    assert "importing" not in plain.err and "%" not in plain.err
