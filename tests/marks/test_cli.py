@@ -215,9 +215,9 @@ def test_list_by_date(marks, library):
 
     library.import_records(
         [
-            Record("https://a.example", added=date("2024-01-05")),
-            Record("https://b.example", added=date("2024-03-09")),
-            Record("https://c.example", added=date("2023-12-31")),
+            Record(url="https://a.example", added=date("2024-01-05")),
+            Record(url="https://b.example", added=date("2024-03-09")),
+            Record(url="https://c.example", added=date("2023-12-31")),
         ]
     )
     result = marks("bookmark", "list", "--by-date", "added", "--date-granularity", "month")

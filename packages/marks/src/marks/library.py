@@ -7,10 +7,11 @@ subclasses whose message is one line a person can act on.
 import contextlib
 import datetime as dt
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 from marks import clock, search, tagnames, urls
+from marks.rows import COLUMNS
+from marks.rows import to_bookmark as row_to_bookmark
 from marks.store import Store
 from marks.wire import Bookmark, ImportReport, SearchHit, TagCount
 
@@ -33,10 +34,6 @@ class Invalid(MarksError):
     pass
 
 
-COLUMNS = (
-    "id, url, title, description, tags, starred, archived, added, last_visited, "
-    "visit_count, reachable, last_checked, check_result"
-)
 SORTS = {
     "added": "added DESC, id DESC",
     "visited": "last_visited IS NULL, last_visited DESC, id DESC",
@@ -48,40 +45,8 @@ SORTS = {
 EDITABLE = {"url", "title", "description", "tags", "starred", "archived"}
 
 
-def row_to_bookmark(row: Sequence[Any]) -> Bookmark:
-    return Bookmark(
-        id=row[0],
-        url=row[1],
-        title=row[2],
-        description=row[3],
-        tags=row[4].split("\n") if row[4] else [],
-        starred=bool(row[5]),
-        archived=bool(row[6]),
-        added=clock.from_text(row[7]),
-        last_visited=clock.from_text(row[8]),
-        visit_count=row[9],
-        reachable=None if row[10] is None else bool(row[10]),
-        last_checked=clock.from_text(row[11]),
-        check_result=row[12],
-    )
-
-
-@dataclass
-class Record:
-    """One bookmark as an importer found it, before the library's rules apply."""
-
-    url: str
-    title: str = ""
-    description: str = ""
-    tags: list[str] = field(default_factory=list)
-    starred: bool = False
-    archived: bool = False
-    added: dt.datetime | None = None
-    last_visited: dt.datetime | None = None
-    visit_count: int = 0
-    reachable: bool | None = None
-    last_checked: dt.datetime | None = None
-    check_result: str | None = None
+# What an importer found: a Bookmark not stored yet (id 0), before the library's rules apply.
+Record = Bookmark
 
 
 _ASCII_LOWER = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz")
@@ -205,7 +170,14 @@ class Library:
             )
             if existing is not None:
                 raise Duplicate(existing, url)
-            record = Record(url, title, description, list(tags), starred, archived)
+            record = Record(
+                url=url,
+                title=title,
+                description=description,
+                tags=list(tags),
+                starred=starred,
+                archived=archived,
+            )
             bookmark_id = self._insert(
                 record, _clean_tags(record.tags), urls.key(url), urls.domain(url)
             )

@@ -18,28 +18,13 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from marks.rows import qualified
+from marks.rows import to_bookmark as row_to_bookmark
 from marks.wire import SearchHit
 
 FIELDS = {"title": "title", "url": "url", "description": "description", "desc": "description"}
 WEIGHTS = "10.0, 3.0, 2.0, 5.0"  # title, description, url, tags
-QUALIFIED = ", ".join(
-    f"b.{c}"
-    for c in (
-        "id",
-        "url",
-        "title",
-        "description",
-        "tags",
-        "starred",
-        "archived",
-        "added",
-        "last_visited",
-        "visit_count",
-        "reachable",
-        "last_checked",
-        "check_result",
-    )
-)
+QUALIFIED = qualified("b")
 
 
 class QueryError(ValueError):
@@ -260,8 +245,6 @@ def tag_bindings(name: str) -> list[str]:
 
 
 def full_text(store, text: str, limit: int | None) -> list[SearchHit]:
-    from marks.library import row_to_bookmark
-
     tree = parse(text)
     expression = _fts(tree)
     count = -1 if limit is None else limit
@@ -322,8 +305,6 @@ def _snippets(store, ranking: str, ids: list[int]) -> dict[int, str]:
 
 def substring(store, text: str, limit: int | None) -> list[SearchHit]:
     """Case-insensitive (ASCII) substring match in title, URL, description and tags."""
-    from marks.library import row_to_bookmark
-
     if not text.strip():
         raise QueryError("empty search")
     pattern = "%" + text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
