@@ -84,6 +84,17 @@ MIGRATIONS: list[str] = [
         VALUES (NEW.id, NEW.title, NEW.description, NEW.url, NEW.tags);
     END;
     """,
+    # 2: the reading queue (priority 1 is highest; progress 100 completes an item).
+    """
+    CREATE TABLE reading_queue (
+        bookmark_id INTEGER PRIMARY KEY REFERENCES bookmarks (id) ON DELETE CASCADE,
+        priority INTEGER NOT NULL DEFAULT 3 CHECK (priority BETWEEN 1 AND 5),
+        progress INTEGER NOT NULL DEFAULT 0 CHECK (progress BETWEEN 0 AND 100),
+        queued_at TEXT NOT NULL,
+        completed_at TEXT
+    );
+    CREATE INDEX reading_queue_open ON reading_queue (completed_at, priority, progress);
+    """,
 ]
 
 VERSION = len(MIGRATIONS)

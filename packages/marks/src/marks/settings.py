@@ -44,6 +44,7 @@ KEYS: dict[str, Key] = {
     "list_limit": Key(int, 0, "bookmarks `bookmark list` shows by default (0: all)"),
     "search_limit": Key(int, 50, "results `bookmark search` shows by default"),
     "search_fts": Key(bool, False, "use ranked full-text search without --fts"),
+    "aliases": Key(dict, {}, "shell aliases (set them with `alias` in `marks shell`)"),
 }
 
 
@@ -70,6 +71,8 @@ def parse_value(name: str, text: str) -> Any:
     if key is None:
         _check(name, None)
     assert key is not None
+    if key.kind is dict:
+        raise ConfigError(f"{name} is a table: edit it in the shell (alias NAME=COMMAND)")
     if key.kind is bool:
         lowered = text.strip().lower()
         if lowered not in ("true", "false", "yes", "no", "1", "0", "on", "off"):
@@ -112,8 +115,12 @@ def _write(path: Path, values: dict[str, Any]) -> None:
 
 
 def set_value(name: str, text: str, path: Path | None = None) -> Any:
+    return store_value(name, parse_value(name, text), path)
+
+
+def store_value(name: str, value: Any, path: Path | None = None) -> Any:
     path = path or config_path()
-    value = parse_value(name, text)
+    value = _check(name, value)
     current = tomllib.loads(path.read_text()) if path.exists() else {}
     current[name] = value
     _write(path, current)

@@ -1,0 +1,45 @@
+"""`marks shell`: the interactive shell, or `-c` for scripts."""
+
+import sys
+
+import click
+
+from marks.cli import global_options, state
+
+
+@click.command()
+@global_options
+@click.option(
+    "-c",
+    "script",
+    metavar="COMMANDS",
+    help="Run these commands (separated by ; or newlines) and exit.",
+)
+def shell(script: str | None) -> None:
+    """Browse the library as a filesystem (cd, ls, find, tag, star, ...)."""
+    from marks import settings
+    from marks.shell import Session, interactive, run_script
+
+    s = state()
+    aliases = dict(s.config["aliases"])
+
+    def answer(question: str) -> bool:
+        if s.yes:
+            return True
+        sys.stderr.write(f"{question} [y/N] ")
+        sys.stderr.flush()
+        reply = sys.stdin.readline()
+        sys.stderr.write(reply if reply.endswith("\n") else "\n")
+        return reply.strip().lower() in ("y", "yes")
+
+    def remember(values: dict[str, str]) -> None:
+        settings.store_value("aliases", dict(values))
+
+    session = Session(
+        s.library, write=sys.stdout.write, confirm=answer, aliases=aliases, save_aliases=remember
+    )
+    if script is not None:
+        sys.exit(run_script(session, script))
+    history = settings.state_dir() / "history"
+    history.parent.mkdir(parents=True, exist_ok=True)
+    sys.exit(interactive(session, str(history)))

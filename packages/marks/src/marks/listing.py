@@ -1,0 +1,258 @@
+"""Running the virtual filesystem's queries: what is at a path, and what a directory lists.
+
+`vfs.py` says what a path means without touching the database; this module asks the database,
+so every listing is one or two indexed queries however large the library is.
+"""
+
+import datetime as dt
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from marks import clock, search, vfs
+from marks.library import Library, NotFound
+from marks.rows import COLUMNS, to_bookmark
+from marks.wire import Bookmark
+
+DISPLAY_LIMIT = 200  # bookmarks an `ls` shows before saying how many more there are
+
+
+@dataclass
+class Entry:
+    name: str
+    is_dir: bool
+    count: int | None = None
+    bookmark: Bookmark | None = None
+
+
+@dataclass
+class Listing:
+    entries: list[Entry]
+    bookmarks_total: int  # bookmarks in the directory (entries may show fewer)
+
+
+class Filesystem:
+    def __init__(self, library: Library, now: Callable[[], dt.datetime] = clock.now) -> None:
+        self.library = library
+        self.now = now
+        self.store = library.store
+
+    # --- what is at a path -----------------------------------------------------------------------
+
+    def locate(self, cwd: str, path: str) -> vfs.Location:
+        """The location at `path`, checked against the library (PathError when it is not there)."""
+        try:
+            location = vfs.resolve(cwd, path, self.now())
+            if location.tag is not None:
+                return self._tag_or_bookmark(location)
+            self._check(location)
+        except vfs.PathError:
+            if not path.isdigit():
+                raise
+            # A bare id that is nothing here is the bookmark itself: `cd 42` works anywhere.
+            location = vfs.resolve("/", f"/bookmarks/{path}", self.now())
+            self._check(location)
+        return location
+
+    def _check(self, location: vfs.Location) -> None:
+        if location.tag is not None:
+            self._tag_or_bookmark(location)
+        elif location.is_bookmark:
+            self._check_member(location)
+        elif location.path.startswith("/domains/") and not self.store.value(
+            "SELECT 1 FROM bookmarks WHERE domain = ? LIMIT 1", location.selection.bindings
+        ):
+            raise vfs.PathError(f"no such directory: {location.path}")
+
+    def _tag_or_bookmark(self, location: vfs.Location) -> vfs.Location:
+        name = location.tag or ""
+        if self.store.value(
+            "SELECT 1 FROM tags WHERE name = ? OR name LIKE ? ESCAPE '\\' LIMIT 1",
+            search.tag_bindings(name),
+        ):
+            return location
+        parent, _, last = name.rpartition("/")
+        if last.isdigit() and parent:
+            bookmark = vfs.Location(
+                location.path,
+                bookmark_id=int(last),
+                within=vfs.resolve("/", f"/tags/{parent}", self.now()).selection,
+            )
+            self._check_member(bookmark)
+            return bookmark
+        raise vfs.PathError(f"no such tag: {name}")
+
+    def _check_member(self, location: vfs.Location) -> None:
+        within = location.within or vfs.Selection("1")
+        if not self.store.value(
+            f"SELECT 1 FROM bookmarks WHERE id = ? AND ({within.where})",
+            (location.bookmark_id, *within.bindings),
+        ):
+            raise vfs.PathError(f"no such bookmark here: {location.path}")
+
+    # --- what a directory holds ------------------------------------------------------------------
+
+    def bookmarks(self, selection: vfs.Selection, limit: int | None = None) -> list[Bookmark]:
+        cap = (
+            min(x for x in (limit, selection.limit) if x is not None)
+            if (limit, selection.limit) != (None, None)
+            else -1
+        )
+        rows = self.store.execute(
+            f"SELECT {COLUMNS} FROM bookmarks WHERE {selection.where} "
+            f"ORDER BY {selection.order} LIMIT ?",
+            (*selection.bindings, cap),
+        )
+        return [to_bookmark(row) for row in rows]
+
+    def ids(self, location: vfs.Location, *, below: bool = False) -> list[int]:
+        """The bookmarks a command acts on here: this one, the directory's own (what `ls`
+        shows, for bulk commands), or with `below` everything under it (for find and grep)."""
+        if location.is_bookmark:
+            return [location.bookmark_id]  # type: ignore[list-item]
+        selection = location.below if below else location.selection
+        if selection is None:
+            return []
+        rows = self.store.execute(
+            f"SELECT id FROM bookmarks WHERE {selection.where} ORDER BY {selection.order} LIMIT ?",
+            (*selection.bindings, selection.limit or -1),
+        )
+        return [row[0] for row in rows]
+
+    def count(self, selection: vfs.Selection) -> int:
+        total = self.store.value(
+            f"SELECT count(*) FROM bookmarks WHERE {selection.where}", selection.bindings
+        )
+        return min(total, selection.limit) if selection.limit else total
+
+    def listing(
+        self, location: vfs.Location, *, everything: bool = False, counts: bool = False
+    ) -> Listing:
+        entries = self._subdirs(location, counts) if location.subdirs else []
+        total = 0
+        if location.selection is not None:
+            total = self.count(location.selection)
+            shown = self.bookmarks(location.selection, None if everything else DISPLAY_LIMIT)
+            entries += [Entry(str(b.id), False, bookmark=b) for b in shown]
+        return Listing(entries, total)
+
+    def _subdirs(self, location: vfs.Location, counts: bool) -> list[Entry]:
+        subdirs = location.subdirs
+        assert subdirs is not None
+        if subdirs.kind == "static":
+            numbers = self.root_counts() if location.path == "/" else {}
+            return [Entry(name, True, numbers.get(name)) for name in subdirs.args]
+        if subdirs.kind == "tags":
+            return self._tag_dirs(subdirs.args[0], counts)
+        if subdirs.kind == "domains":
+            return [
+                Entry(domain, True, count)
+                for domain, count in self.store.execute(
+                    "SELECT domain, count(*) FROM bookmarks WHERE domain != '' "
+                    "GROUP BY domain ORDER BY domain"
+                )
+            ]
+        if subdirs.kind == "dates":
+            column, prefix = subdirs.args
+            start, width = (1, 4) if not prefix else (len(prefix) + 2, 2)
+            return [
+                Entry(part, True, count)
+                for part, count in self.store.execute(
+                    f"SELECT substr({column}, ?, ?) AS part, count(*) FROM bookmarks "
+                    f"WHERE {column} >= ? AND {column} < ? GROUP BY part ORDER BY part DESC",
+                    (start, width, prefix, prefix + "~" if prefix else "~"),
+                )
+            ]
+        raise ValueError(subdirs.kind)
+
+    def _tag_dirs(self, prefix: str, counts: bool) -> list[Entry]:
+        if prefix:
+            rows = self.store.execute(
+                "SELECT name FROM tags WHERE name LIKE ? ESCAPE '\\'", (search.like_prefix(prefix),)
+            )
+        else:
+            rows = self.store.execute("SELECT name FROM tags")
+        depth = prefix.count("/") + 1 if prefix else 0
+        children: dict[str, str] = {}
+        for (name,) in rows:
+            segment = name.split("/")[depth]
+            children.setdefault(segment.casefold(), segment)
+        names = sorted(children.values(), key=str.casefold)
+        if not counts:
+            return [Entry(name, True) for name in names]
+        return [
+            Entry(
+                name,
+                True,
+                self.store.value(
+                    f"SELECT count(*) FROM bookmarks WHERE {search.tag_clause()}",
+                    search.tag_bindings(f"{prefix}/{name}" if prefix else name),
+                ),
+            )
+            for name in names
+        ]
+
+    def root_counts(self) -> dict[str, int]:
+        """Every top-level count in one pass over the bookmarks (plus three small lookups)."""
+        row = self.store.one(
+            "SELECT count(*), total(starred), total(archived), total(visit_count = 0), "
+            "total(visit_count > 0), total(reachable = 0), total(tags = ''), "
+            "total(url LIKE '%.pdf'), total(last_visited IS NOT NULL) FROM bookmarks"
+        )
+        names = (
+            "bookmarks",
+            "starred",
+            "archived",
+            "unread",
+            "popular",
+            "broken",
+            "untagged",
+            "pdfs",
+            "recent",
+        )
+        numbers = {name: int(value) for name, value in zip(names, row, strict=True)}
+        numbers["popular"] = min(numbers["popular"], vfs.POPULAR_SIZE)
+        numbers["tags"] = self.store.value("SELECT count(*) FROM tags")
+        numbers["domains"] = self.store.value(
+            "SELECT count(*) FROM (SELECT DISTINCT domain FROM bookmarks WHERE domain != '')"
+        )
+        numbers["queue"] = self.store.value(
+            "SELECT count(*) FROM reading_queue WHERE completed_at IS NULL"
+        )
+        return numbers
+
+    # --- where a bookmark appears ----------------------------------------------------------------
+
+    def paths_of(self, bookmark_id: int) -> list[str]:
+        try:
+            bookmark = self.library.get(bookmark_id)
+        except NotFound as error:
+            raise vfs.PathError(str(error)) from None
+        paths = [f"/bookmarks/{bookmark.id}"]
+        paths += [f"/tags/{tag}/{bookmark.id}" for tag in bookmark.tags]
+        host = self.store.value("SELECT domain FROM bookmarks WHERE id = ?", (bookmark.id,))
+        if host:
+            paths.append(f"/domains/{host}/{bookmark.id}")
+        for name in (
+            "starred",
+            "archived",
+            "unread",
+            "popular",
+            "broken",
+            "untagged",
+            "pdfs",
+            "queue",
+        ):
+            selection = vfs.COLLECTIONS[name]
+            if (
+                bookmark.id in self.ids(vfs.Location(f"/{name}", selection))
+                if selection.limit
+                else self.store.value(
+                    f"SELECT 1 FROM bookmarks WHERE id = ? AND ({selection.where})", (bookmark.id,)
+                )
+            ):
+                paths.append(f"/{name}/{bookmark.id}")
+        if bookmark.added:
+            paths.append(f"/by-date/added/{bookmark.added:%Y/%m/%d}/{bookmark.id}")
+        if bookmark.last_visited:
+            paths.append(f"/by-date/visited/{bookmark.last_visited:%Y/%m/%d}/{bookmark.id}")
+        return paths

@@ -1,0 +1,448 @@
+"""The shell's commands: each a thin call into `marks.library` or `marks.listing`.
+
+Commands act on the current location: inside a bookmark they act on it; inside a directory,
+bulk ones act on its bookmarks after asking. Every failure is a ShellError (one line).
+"""
+
+import datetime as dt
+import os
+import re
+import shlex
+import subprocess
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from marks import clock, vfs
+from marks.library import Library, MarksError
+from marks.listing import Filesystem
+from marks.shell.lexer import Invocation, ShellError
+from marks.wire import Bookmark
+
+FIELDS = (
+    "url",
+    "title",
+    "description",
+    "tags",
+    "starred",
+    "archived",
+    "added",
+    "last_visited",
+    "visit_count",
+    "reachable",
+    "last_checked",
+    "check_result",
+    "id",
+)
+EDITABLE = ("title", "description", "url", "tags")
+HELP: dict[str, tuple[str, str]] = {}  # name -> (usage, summary), filled by @command
+
+
+def command(usage: str, summary: str):
+    def register(function):
+        HELP[function.__name__.removeprefix("do_").replace("_", "-")] = (usage, summary)
+        return function
+
+    return register
+
+
+@dataclass
+class Session:
+    """What a shell remembers between commands."""
+
+    library: Library
+    write: Callable[[str], None]
+    confirm: Callable[[str], bool]
+    now: Callable[[], dt.datetime] = clock.now
+    cwd: str = "/"
+    previous: str = "/"
+    aliases: dict[str, str] = field(default_factory=dict)
+    save_aliases: Callable[[dict[str, str]], None] = lambda aliases: None
+    history: Callable[[], list[str]] = list
+    edit_text: Callable[[str, str], str] | None = None
+    fs: Filesystem = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.fs = Filesystem(self.library, self.now)
+
+
+class Commands:
+    def __init__(self, session: Session) -> None:
+        self.s = session
+
+    def run(self, invocation: Invocation) -> None:
+        if invocation.name == "!":
+            return self.system(invocation.system or "")
+        method = getattr(self, "do_" + invocation.name.replace("-", "_"), None)
+        if method is None or invocation.name not in HELP:
+            raise ShellError(f"{invocation.name}: command not found (try `help`)")
+        try:
+            method(list(invocation.args))
+        except (MarksError, vfs.PathError) as error:
+            raise ShellError(f"{invocation.name}: {error}") from None
+
+    # --- helpers ---------------------------------------------------------------------------------
+
+    def out(self, text: str = "") -> None:
+        self.s.write(text + "\n")
+
+    def here(self, path: str = ".") -> vfs.Location:
+        return self.s.fs.locate(self.s.cwd, path)
+
+    def target(self, args: list[str], name: str) -> Bookmark:
+        """The bookmark a single-bookmark command means: an id or path, or the current one."""
+        if args:
+            spec = args[0]
+            if spec.isdigit():
+                return self.s.library.get(int(spec))
+            location = self.here(spec)
+        else:
+            location = self.here()
+        if not location.is_bookmark:
+            raise ShellError(f"{name}: not in a bookmark (give an id, or cd into one)")
+        return self.s.library.get(location.bookmark_id)  # type: ignore[arg-type]
+
+    def ask(self, question: str) -> None:
+        if not self.s.confirm(question):
+            raise ShellError("cancelled")
+
+    def many(self, location: vfs.Location, verb: str) -> list[int]:
+        ids = self.s.fs.ids(location)
+        if not ids:
+            raise ShellError(f"{verb}: no bookmarks here")
+        if len(ids) > 1 or not location.is_bookmark:
+            self.ask(f"{verb} {len(ids)} bookmark(s) in {location.path}?")
+        return ids
+
+    # --- moving around ---------------------------------------------------------------------------
+
+    @command("ls [-l] [-a] [PATH]", "list a directory (-l: details, -a: every bookmark)")
+    def do_ls(self, args: list[str]) -> None:
+        flags = {a for a in args if a.startswith("-")}
+        paths = [a for a in args if not a.startswith("-")] or ["."]
+        unknown = {f for f in flags if not set(f[1:]) <= {"l", "a"}}
+        if unknown:
+            raise ShellError(f"ls: unknown option {sorted(unknown)[0]} (use -l, -a)")
+        long, everything = any("l" in f for f in flags), any("a" in f for f in flags)
+        for path in paths:
+            location = self.here(path)
+            if len(paths) > 1:
+                self.out(f"{location.path}:")
+            if location.is_bookmark:
+                self._ls_bookmark(location.bookmark_id, long)  # type: ignore[arg-type]
+                continue
+            listing = self.s.fs.listing(location, everything=everything, counts=long)
+            for entry in listing.entries:
+                self.out(self._entry_line(entry, long))
+            shown = sum(1 for e in listing.entries if not e.is_dir)
+            if listing.bookmarks_total > shown:
+                self.out(f"… and {listing.bookmarks_total - shown} more (ls -a shows all)")
+
+    def _entry_line(self, entry, long: bool) -> str:
+        if entry.is_dir:
+            count = f" ({entry.count})" if entry.count is not None else ""
+            if not long:
+                return f"{entry.name}/{count}"
+            return f"d {'' if entry.count is None else entry.count:>7}  {entry.name}/"
+        b = entry.bookmark
+        star = "★" if b.starred else " "
+        if not long:
+            return f"{b.id:>7} {star} {b.title or b.url}"
+        return (
+            f"- {b.id:>7} {star} {b.visit_count:>4}  {clock.to_text(b.added)[:10]}  "
+            f"{(b.title or '')[:50]:<50}  {b.url}"
+        )
+
+    def _ls_bookmark(self, bookmark_id: int, long: bool) -> None:
+        bookmark = self.s.library.get(bookmark_id)
+        for name in FIELDS:
+            self.out(f"{name:>13} = {_show(getattr(bookmark, name))}" if long else name)
+
+    @command("cd [PATH|-]", "change directory (a bookmark id is a directory too)")
+    def do_cd(self, args: list[str]) -> None:
+        if len(args) > 1:
+            raise ShellError("cd: too many arguments")
+        path = args[0] if args else "/"
+        if path == "-":
+            path = self.s.previous
+        location = self.here(path)
+        self.s.previous, self.s.cwd = self.s.cwd, location.path
+
+    @command("pwd", "print the current directory")
+    def do_pwd(self, args: list[str]) -> None:
+        self.out(self.s.cwd)
+
+    @command("which ID", "every path where a bookmark appears")
+    def do_which(self, args: list[str]) -> None:
+        if len(args) != 1 or not args[0].isdigit():
+            raise ShellError("which: give one bookmark id")
+        for path in self.s.fs.paths_of(int(args[0])):
+            self.out(path)
+
+    @command("find QUERY", "ranked full-text search in this directory and below")
+    def do_find(self, args: list[str]) -> None:
+        if not args:
+            raise ShellError('find: give a search (words, "phrases", prefix*, #tag, OR, NOT)')
+        location = self.here()
+        hits = self.s.library.search(" ".join(args), fts=True, limit=None)
+        scope = None if location.path == "/" else set(self.s.fs.ids(location, below=True))
+        for hit in hits:
+            if scope is None or hit.bookmark.id in scope:
+                snippet = f"  — {hit.snippet}" if hit.snippet else ""
+                self.out(f"{hit.bookmark.id:>7}  {hit.bookmark.title or hit.bookmark.url}{snippet}")
+
+    @command("grep PATTERN FIELD", "bookmarks here and below whose FIELD matches a regex")
+    def do_grep(self, args: list[str]) -> None:
+        if len(args) != 2 or args[1] not in FIELDS:
+            raise ShellError(f"grep: usage: grep PATTERN FIELD (fields: {', '.join(FIELDS)})")
+        try:
+            pattern = re.compile(args[0], re.IGNORECASE)
+        except re.error as error:
+            raise ShellError(f"grep: bad pattern: {error}") from None
+        location = self.here()
+        for bookmark_id in self.s.fs.ids(location, below=True):
+            value = _show(getattr(self.s.library.get(bookmark_id), args[1]))
+            if pattern.search(value):
+                self.out(f"{bookmark_id:>7}  {value}")
+
+    @command("recent [visited|added|starred] [--limit N]", "the latest activity")
+    def do_recent(self, args: list[str]) -> None:
+        activity, limit = "visited", 20
+        rest = list(args)
+        while rest:
+            word = rest.pop(0)
+            if word in ("--limit", "-n") and rest and rest[0].isdigit():
+                limit = int(rest.pop(0))
+            elif word in vfs.ACTIVITIES:
+                activity = word
+            else:
+                raise ShellError("recent: usage: recent [visited|added|starred] [--limit N]")
+        column = "last_visited" if activity == "visited" else "added"
+        where = f"{column} IS NOT NULL" + (" AND starred = 1" if activity == "starred" else "")
+        for b in self.s.fs.bookmarks(vfs.Selection(where, order=f"{column} DESC, id DESC"), limit):
+            moment = b.last_visited if activity == "visited" else b.added
+            self.out(f"{b.id:>7}  {clock.to_text(moment)}  {b.title or b.url}")
+
+    # --- looking at bookmarks --------------------------------------------------------------------
+
+    @command("cat FIELD | ID[/FIELD]", "print a field of the current bookmark (or all of one)")
+    def do_cat(self, args: list[str]) -> None:
+        if len(args) != 1:
+            raise ShellError("cat: give one field, ID or ID/FIELD")
+        spec = args[0]
+        head, _, name = spec.rpartition("/")
+        if name in FIELDS:
+            bookmark = self.target([head] if head else [], "cat")
+            self.out(_show(getattr(bookmark, name)))
+            return
+        bookmark = self.target([spec], "cat")
+        self._ls_bookmark(bookmark.id, True)
+
+    @command("file [ID]", "what kind of bookmark this is")
+    def do_file(self, args: list[str]) -> None:
+        b = self.target(args, "file")
+        kind = "PDF document" if b.url.lower().split("?")[0].endswith(".pdf") else "web page"
+        scheme = b.url.split(":", 1)[0].lower()
+        facts = [
+            f"{kind} ({scheme})",
+            "starred" if b.starred else "",
+            "archived" if b.archived else "",
+            f"{len(b.tags)} tag(s)",
+            f"visited {b.visit_count} time(s)",
+            {None: "never checked", True: "reachable", False: "broken"}[b.reachable],
+        ]
+        self.out(f"{b.id}: bookmark, " + ", ".join(fact for fact in facts if fact))
+
+    @command("stat [PATH]", "details of a bookmark or a directory")
+    def do_stat(self, args: list[str]) -> None:
+        location = self.here(args[0] if args else ".")
+        if location.is_bookmark:
+            self._ls_bookmark(location.bookmark_id, True)  # type: ignore[arg-type]
+            return
+        listing = self.s.fs.listing(location)
+        self.out(f"    path: {location.path}")
+        self.out("    type: directory")
+        self.out(f"    dirs: {sum(1 for e in listing.entries if e.is_dir)}")
+        self.out(f"   marks: {listing.bookmarks_total}")
+
+    # --- changing bookmarks ----------------------------------------------------------------------
+
+    @command("star [ID]", "star or unstar a bookmark")
+    def do_star(self, args: list[str]) -> None:
+        b = self.target(args, "star")
+        changed = self.s.library.update(b.id, starred=not b.starred)
+        self.out(f"{changed.id} {'starred' if changed.starred else 'unstarred'}")
+
+    @command("visit [ID] [--open]", "record a visit (and open it in the browser)")
+    def do_visit(self, args: list[str]) -> None:
+        open_it = "--open" in args
+        b = self.s.library.visit(self.target([a for a in args if a != "--open"], "visit").id)
+        if open_it:
+            import webbrowser
+
+            webbrowser.open(b.url)
+        self.out(f"{b.id} visited ({b.visit_count} time(s)): {b.url}")
+
+    @command("tag TAG...", "add tags to this bookmark, or to every bookmark here")
+    def do_tag(self, args: list[str]) -> None:
+        if not args:
+            raise ShellError("tag: give one or more tags")
+        ids = self.many(self.here(), "Tag")
+        for name in args:
+            self.s.library.tag_add(name, ids)
+        self.out(f"tagged {len(ids)} bookmark(s) with {', '.join(args)}")
+
+    @command("untag TAG...", "remove tags from this bookmark, or from every bookmark here")
+    def do_untag(self, args: list[str]) -> None:
+        if not args:
+            raise ShellError("untag: give one or more tags")
+        ids = self.many(self.here(), "Untag")
+        removed = sum(self.s.library.tag_remove(name, ids) for name in args)
+        self.out(f"removed {removed} tag(s)")
+
+    @command("mv OLD-TAG NEW-TAG", "rename a tag and its subtags (asks first)")
+    def do_mv(self, args: list[str]) -> None:
+        if len(args) != 2:
+            raise ShellError("mv: usage: mv OLD-TAG NEW-TAG")
+        old, new, affected = self.s.library.rename_preview(*args)
+        self.ask(f"Rename {old!r} to {new!r} on {affected} bookmark(s)?")
+        self.s.library.tag_rename(old, new)
+        self.out(f"renamed {old!r} to {new!r} on {affected} bookmark(s)")
+
+    @command("cp TAG .|ID|*", "copy a tag onto this bookmark (.), one (ID), or all here (*)")
+    def do_cp(self, args: list[str]) -> None:
+        if len(args) != 2:
+            raise ShellError("cp: usage: cp TAG .|ID|*")
+        tag, where = args
+        if where == "*":
+            ids = self.many(self.here(), "Copy tag to")
+        elif where == ".":
+            ids = [self.target([], "cp").id]
+        elif where.isdigit():
+            ids = [self.s.library.get(int(where)).id]
+        else:
+            raise ShellError("cp: the target is . (this bookmark), an id, or * (all here)")
+        added = self.s.library.tag_add(tag, ids)
+        self.out(f"copied {tag!r} to {added} bookmark(s)")
+
+    @command("edit FIELD [ID]", "edit a field in $EDITOR (or at a prompt)")
+    def do_edit(self, args: list[str]) -> None:
+        if not args or args[0] not in EDITABLE:
+            raise ShellError(f"edit: give a field ({', '.join(EDITABLE)})")
+        name = args[0]
+        b = self.target(args[1:], "edit")
+        current = ", ".join(b.tags) if name == "tags" else str(getattr(b, name))
+        new = self._edit(name, current).strip()
+        if new == current.strip():
+            self.out("unchanged")
+            return
+        value = (
+            [t for t in new.replace("\n", ",").split(",") if t.strip()] if name == "tags" else new
+        )
+        self.s.library.update(b.id, **{name: value})
+        self.out(f"{b.id}: {name} changed")
+
+    def _edit(self, name: str, current: str) -> str:
+        editor = os.environ.get("VISUAL") or os.environ.get("EDITOR")
+        if not editor:
+            if self.s.edit_text is None:
+                raise ShellError("edit: set $EDITOR, or use the interactive shell")
+            return self.s.edit_text(f"{name}: ", current)
+        with tempfile.NamedTemporaryFile("w+", suffix=f"-{name}.txt", delete=False) as handle:
+            handle.write(current + "\n")
+        try:
+            result = subprocess.run([*shlex.split(editor), handle.name], check=False)
+            if result.returncode != 0:
+                raise ShellError(f"edit: the editor exited with {result.returncode}")
+            with open(handle.name) as edited:
+                return edited.read()
+        finally:
+            os.unlink(handle.name)
+
+    @command("rm [ID|*]", "delete this bookmark, one by id, or every bookmark here (asks)")
+    def do_rm(self, args: list[str]) -> None:
+        if args == ["*"]:
+            ids = self.many(self.here(), "Delete")
+        else:
+            b = self.target(args, "rm")
+            self.ask(f"Delete {b.id} ({b.title or b.url})?")
+            ids = [b.id]
+        deleted = self.s.library.delete(ids)
+        if self.here_missing():
+            self.s.cwd = vfs.parent(self.s.cwd)
+        self.out(f"deleted {deleted} bookmark(s)")
+
+    def here_missing(self) -> bool:
+        try:
+            self.here()
+        except (vfs.PathError, MarksError):
+            return True
+        return False
+
+    # --- the shell itself ------------------------------------------------------------------------
+
+    @command("help [COMMAND]", "list commands, or explain one")
+    def do_help(self, args: list[str]) -> None:
+        if args:
+            if args[0] not in HELP:
+                raise ShellError(f"help: no command {args[0]!r}")
+            usage, summary = HELP[args[0]]
+            self.out(f"{usage}\n  {summary}")
+            return
+        width = max(len(usage) for usage, _ in HELP.values())
+        for name in sorted(HELP):
+            usage, summary = HELP[name]
+            self.out(f"  {usage:<{width}}  {summary}")
+        self.out("  !COMMAND  run a system command; exit or Ctrl-D leaves")
+
+    @command("history", "the commands you typed, kept between sessions")
+    def do_history(self, args: list[str]) -> None:
+        for number, line in enumerate(self.s.history(), 1):
+            self.out(f"{number:>5}  {line}")
+
+    @command("clear", "clear the screen")
+    def do_clear(self, args: list[str]) -> None:
+        self.s.write("\x1b[2J\x1b[H")
+
+    @command("alias [NAME=VALUE]", "define or list aliases (kept in the config file)")
+    def do_alias(self, args: list[str]) -> None:
+        if not args:
+            for name, value in sorted(self.s.aliases.items()):
+                self.out(f"alias {name}={shlex.quote(value)}")
+            return
+        for spec in args:
+            name, sep, value = spec.partition("=")
+            if not sep or not re.fullmatch(r"[A-Za-z_][\w-]*", name) or not value.strip():
+                raise ShellError("alias: usage: alias NAME='COMMAND ARGS'")
+            self.s.aliases[name] = value
+        self.s.save_aliases(self.s.aliases)
+
+    @command("unalias NAME", "forget an alias")
+    def do_unalias(self, args: list[str]) -> None:
+        for name in args:
+            if self.s.aliases.pop(name, None) is None:
+                raise ShellError(f"unalias: no alias {name}")
+        self.s.save_aliases(self.s.aliases)
+
+    @command("tutorial", "a short guided tour")
+    def do_tutorial(self, args: list[str]) -> None:
+        from marks.shell.tutorial import TEXT
+
+        self.out(TEXT.strip())
+
+    def system(self, text: str) -> None:
+        # The person typed a command for their own system shell, as `!` means in every shell.
+        result = subprocess.run(text, shell=True, check=False, capture_output=True, text=True)  # noqa: S602
+        self.s.write(result.stdout + result.stderr)
+        if result.returncode != 0:
+            raise ShellError(f"!: exit status {result.returncode}")
+
+
+def _show(value) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, list):
+        return ", ".join(value)
+    if isinstance(value, dt.datetime):
+        return clock.to_text(value) or ""
+    return str(value)
