@@ -129,6 +129,14 @@ def marks_demo() -> None:
         folders = [line for line in exported.read_text().splitlines() if "<H3>" in line]
         print("\n".join(folders[:4]))
         run("marks", "--db", db, "db", "stats")
+        run(
+            "marks",
+            "--db",
+            db,
+            "shell",
+            "-c",
+            "ls; cd /tags/Dev; pwd; ls; which 2; cd 2; cat title; file; recent --limit 3",
+        )
 
 
 def run_quiet(*argv: str) -> str:

@@ -420,3 +420,35 @@ def test_no_input_escapes_the_shell(sample, line):
         parse(line)
     with contextlib.suppress(EOFError):  # `exit` is the one way out
         run_line(Commands(session), line, lambda text: None)
+
+
+def test_completion_of_commands_paths_tags_and_fields(sample):
+    from prompt_toolkit.document import Document
+
+    from marks.shell.completion import ShellCompleter
+
+    session = Session(
+        sample,
+        write=lambda text: None,
+        confirm=lambda q: False,
+        now=lambda: NOW,
+        aliases={"ll": "ls -l"},
+    )
+    completer = ShellCompleter(session)
+
+    def complete(text: str) -> list[str]:
+        return [c.text for c in completer.get_completions(Document(text), None)]
+
+    assert complete("st") == ["star", "stat"]
+    assert "ll" in complete("l")
+    assert complete("cd /ta") == ["/tags/"]
+    assert complete("cd /tags/dev/p") == ["/tags/dev/python/"]
+    assert complete("ls /recent/this-") == ["/recent/this-week/", "/recent/this-month/"]
+    assert complete("tag dev/") == ["dev/python", "dev/rust"]
+    assert complete("mv re") == ["reading"]
+    assert complete("edit ti") == ["title"]
+    assert complete("grep x vis") == ["visit_count"]
+    assert complete("help gr") == ["grep"]
+    session.cwd = "/bookmarks/1"
+    assert complete("cat ur") == ["url"]
+    assert complete("cd /nowhere/x") == []
