@@ -221,17 +221,6 @@ def test_cors_allows_every_origin(server):
     assert preflight.status_code == 200
 
 
-def test_unbuilt_template_fails_the_job_not_the_submit(server):
-    response = submit(
-        server.url, {"main.py": "print(1)"}, {"entrypoint": "main.py", "environment": "scientific"}
-    )
-    assert response.status_code == 200
-    record = wait_finished(server.url, response.json()["job_id"])
-    assert record["status"] == "failed" and record["failure"] == "environment_error"
-    assert record["execution_metadata"]["environment"] == "scientific"
-    assert "not built" in httpx.get(f"{server.url}/logs/{record['job_id']}").text
-
-
 @pytest.mark.parametrize(
     ("manifest", "details"),
     [

@@ -42,6 +42,7 @@ def main() -> None:
     type=float,
     help="Seconds a job is kept once every output was downloaded [60].",
 )
+@click.option("--templates-dir", help="TOML templates that replace packaged ones by name.")
 @click.option(
     "--unsafe-no-sandbox",
     is_flag=True,
@@ -80,3 +81,69 @@ def verify(record, worker_id: str | None) -> None:
         f"signature valid: job {data['job_id']} {data['status']} by worker "
         f"{data['worker_metadata']['worker_id']}"
     )
+
+
+@main.group()
+def env() -> None:
+    """Environment templates: list them, build them ahead of first use."""
+
+
+def _environments(config_file: Path | None, state_dir: str | None, templates_dir: str | None):
+    from jobrunner.config import load
+    from jobrunner.environments import Environments
+
+    settings = load(config_file, state_dir=state_dir, templates_dir=templates_dir)
+    folder = Path(settings.templates_dir) if settings.templates_dir else None
+    return Environments(settings.state / "envs", templates_dir=folder)
+
+
+_env_options = [
+    click.option(
+        "--config", "config_file", type=click.Path(exists=True, dir_okay=False, path_type=Path)
+    ),
+    click.option("--state-dir", help="The server's state dir."),
+    click.option("--templates-dir", help="TOML templates that replace packaged ones by name."),
+]
+
+
+def _with_env_options(function):
+    for option in reversed(_env_options):
+        function = option(function)
+    return function
+
+
+@env.command(name="list")
+@_with_env_options
+def env_list(config_file, state_dir, templates_dir) -> None:
+    """Every template, whether it is built, and its packages."""
+    environments = _environments(config_file, state_dir, templates_dir)
+    for name, template in environments.templates.items():
+        state = "built" if environments.built(name) else "not built"
+        click.echo(f"{name:<13} {state:<9}  {template.description}")
+        if template.packages:
+            click.echo(f"{'':<25}{', '.join(template.packages)}")
+
+
+@env.command(name="build")
+@click.argument("names", nargs=-1)
+@click.option("--all", "build_all", is_flag=True, help="Every template.")
+@_with_env_options
+def env_build(names, build_all, config_file, state_dir, templates_dir) -> None:
+    """Build templates now, so that the first job using them does not wait."""
+    from jobrunner.environments import TEMPLATES, EnvironmentUnavailable
+
+    environments = _environments(config_file, state_dir, templates_dir)
+    chosen = list(TEMPLATES) if build_all else list(names)
+    unknown = [name for name in chosen if name not in TEMPLATES]
+    if not chosen or unknown:
+        raise click.UsageError(f"name templates to build ({', '.join(TEMPLATES)}) or --all")
+    environments.root.mkdir(parents=True, exist_ok=True)
+    failed = False
+    for name in chosen:
+        try:
+            path = environments.build(name)
+            click.echo(f"built {name}: {path}")
+        except EnvironmentUnavailable as error:
+            click.echo(f"jobrunner: {error}", err=True)
+            failed = True
+    sys.exit(1 if failed else 0)

@@ -25,6 +25,7 @@ class Settings(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     keyfile: str | None = None
     trusted_proxies: list[str] = []
     unsafe_no_sandbox: bool = False
+    templates_dir: str | None = None  # TOML files here replace packaged templates of that name
     # Per client IP (the interface's limits).
     rate_concurrent: int = 2
     rate_per_hour: int = 20

@@ -76,7 +76,11 @@ class JobService:
             ),
             clock,
         )
-        self.environments = Environments(settings.state / "envs")
+        self.environments = Environments(
+            settings.state / "envs",
+            templates_dir=Path(settings.templates_dir) if settings.templates_dir else None,
+        )
+        self._waiting: set[asyncio.Task] = set()  # jobs waiting for their environment's build
         self.interpreters = interpreters()
         self.jobs_dir = settings.state / "jobs"
         self._tasks: list[asyncio.Task] = []
@@ -98,7 +102,7 @@ class JobService:
         # Jobs of an earlier run are gone with its memory: their files must go too.
         shutil.rmtree(self.jobs_dir, ignore_errors=True)
         self.jobs_dir.mkdir(mode=0o711)
-        self.environments.build_default()
+        self.environments.prepare()
 
     async def stop(self) -> None:
         """Stop accepting, give running jobs the grace period, then stop. Queued jobs are lost."""
@@ -107,9 +111,9 @@ class JobService:
         deadline = self.clock() + self.settings.shutdown_grace
         while self.running and self.clock() < deadline:
             await asyncio.sleep(0.05)
-        for task in self._tasks:
+        for task in [*self._tasks, *self._waiting]:
             task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
+        await asyncio.gather(*self._tasks, *self._waiting, return_exceptions=True)
 
     # --- submit ----------------------------------------------------------------------------------
 
@@ -191,12 +195,35 @@ class JobService:
             async with self._queue_changed:
                 await self._queue_changed.wait_for(lambda: bool(self.queue))
                 job = self.jobs.get(self.queue.popleft())
+            if job is not None and not self.environments.ready(job.manifest.environment):
+                self._wait_for_environment(job)  # the slot goes to the next job meanwhile
+                continue
             if job is not None:
                 self.running += 1
                 try:
                     await self._run(job)
                 finally:
                     self.running -= 1
+
+    def _wait_for_environment(self, job: Job) -> None:
+        name = job.manifest.environment
+        job.log.note(f"environment {name!r} is being built; the job runs when it is ready")
+
+        async def when_built() -> None:
+            try:
+                await self.environments.ensure(name)
+            except Exception as error:  # the build failed: the jobs that needed it fail
+                job.failure = "environment_error"
+                self.limiter.finished(job.client_ip, job.id)
+                self._finish(job, self.clock(), str(error), counted=True)
+                return
+            async with self._queue_changed:
+                self.queue.appendleft(job.id)
+                self._queue_changed.notify()
+
+        task = asyncio.create_task(when_built())
+        self._waiting.add(task)
+        task.add_done_callback(self._waiting.discard)
 
     async def _run(self, job: Job) -> None:
         s = self.settings
@@ -237,9 +264,10 @@ class JobService:
             job.failure, note = "sandbox_error", f"the sandbox failed: {error}"
         self._finish(job, started, note)
 
-    def _finish(self, job: Job, started: float, note: str | None) -> None:
-        self.limiter.cpu_used(job.client_ip, job.id, job.cpu_seconds)
-        self.limiter.finished(job.client_ip, job.id)
+    def _finish(self, job: Job, started: float, note: str | None, counted: bool = False) -> None:
+        if not counted:
+            self.limiter.cpu_used(job.client_ip, job.id, job.cpu_seconds)
+            self.limiter.finished(job.client_ip, job.id)
         job.wall_seconds = self.clock() - started
         job.finished_at = timestamp()
         job.state = "completed" if job.failure is None and job.exit_code == 0 else "failed"
@@ -273,7 +301,7 @@ class JobService:
             try:
                 position = self.queue.index(job.id) + 1
             except ValueError:
-                position = 0  # being picked up this very moment
+                position = 0  # waiting for its environment, or being picked up this moment
         return job.record(self.key.worker_id, position)
 
     def status(self, job_id: str) -> StatusRecord:
