@@ -1,0 +1,198 @@
+"""A Python client for a jobrunner server (or pool): the same verbs as the command line.
+
+    async with Client("http://127.0.0.1:8080") as client:
+        job = await client.submit("project/", entrypoint="main.py")
+        async for text in client.follow(job.job_id):
+            print(text, end="")
+        record = await client.status(job.job_id)
+        await client.download_all(job.job_id, "results/")
+        assert verify(record)
+
+Errors from the server raise `JobrunnerError` with the interface's fields.
+"""
+
+import io
+import tarfile
+from collections.abc import AsyncIterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import msgspec
+
+from jobrunner.signing import verify_record
+from jobrunner.wire import OutputListing, StatusRecord, SubmitResult
+
+DEFAULT_SERVER = "http://127.0.0.1:8080"
+
+
+class JobrunnerError(Exception):
+    def __init__(self, status: int, body: dict[str, Any]) -> None:
+        self.status = status
+        self.error = str(body.get("error", "error"))
+        self.details = body.get("details")
+        self.reason = body.get("reason")
+        self.retry_after = body.get("retry_after")
+        text = f"{status} {self.error}"
+        for extra in (self.details, self.reason):
+            if extra:
+                text += f": {extra}"
+        if self.retry_after:
+            text += f" (retry after {self.retry_after} s)"
+        super().__init__(text)
+
+
+def pack(path: str | Path) -> bytes:
+    """A gzip tarball of a directory's regular files (or of one file), paths relative to it."""
+    source = Path(path)
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w:gz") as archive:
+        files = (
+            [source]
+            if source.is_file()
+            else sorted(
+                p
+                for p in source.rglob("*")
+                if p.is_file() and not p.is_symlink() and "__pycache__" not in p.parts
+            )
+        )
+        for file in files:
+            name = file.name if source.is_file() else file.relative_to(source).as_posix()
+            info = archive.gettarinfo(str(file), arcname=name)
+            info.uid = info.gid = 0
+            info.uname = info.gname = ""
+            with open(file, "rb") as handle:
+                archive.addfile(info, handle)
+    return buffer.getvalue()
+
+
+def verify(record: StatusRecord | dict, worker_id: str | None = None) -> bool:
+    """Whether a status record carries a valid signature (by `worker_id`, if given)."""
+    return verify_record(record, worker_id)
+
+
+class Client:
+    def __init__(self, server: str = DEFAULT_SERVER, *, timeout: float = 60.0) -> None:
+        self.server = server.rstrip("/")
+        self._timeout = aiohttp.ClientTimeout(total=None, sock_connect=timeout, sock_read=timeout)
+        self._session: aiohttp.ClientSession | None = None
+
+    async def __aenter__(self) -> "Client":
+        self._session = aiohttp.ClientSession(timeout=self._timeout)
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
+
+    @property
+    def session(self) -> aiohttp.ClientSession:
+        if self._session is None:
+            self._session = aiohttp.ClientSession(timeout=self._timeout)
+        return self._session
+
+    async def _json(self, response: aiohttp.ClientResponse, kind: type | None = None):
+        body = await response.read()
+        if response.status >= 400:
+            try:
+                data = msgspec.json.decode(body)
+            except msgspec.DecodeError:
+                data = {"error": body.decode(errors="replace")[:200] or response.reason}
+            raise JobrunnerError(response.status, data if isinstance(data, dict) else {})
+        return msgspec.json.decode(body, type=kind) if kind else msgspec.json.decode(body)
+
+    async def submit(
+        self,
+        path: str | Path | None = None,
+        *,
+        entrypoint: str,
+        tarball: bytes | None = None,
+        interpreter: str | None = None,
+        environment: str | None = None,
+        args: Sequence[str] = (),
+        env: dict[str, str] | None = None,
+        outputs: Sequence[str] | None = None,
+        timeout: int | None = None,
+        memory_mb: int | None = None,
+    ) -> SubmitResult:
+        manifest: dict[str, Any] = {"entrypoint": entrypoint}
+        for key, value in (
+            ("interpreter", interpreter),
+            ("environment", environment),
+            ("args", list(args) or None),
+            ("env", env),
+            ("outputs", list(outputs) if outputs else None),
+            ("timeout", timeout),
+            ("memory_mb", memory_mb),
+        ):
+            if value is not None:
+                manifest[key] = value
+        form = aiohttp.FormData()
+        form.add_field("manifest", msgspec.json.encode(manifest).decode())
+        form.add_field(
+            "files",
+            tarball if tarball is not None else pack(path or "."),
+            filename="job.tar.gz",
+            content_type="application/gzip",
+        )
+        async with self.session.post(f"{self.server}/submit", data=form) as response:
+            return await self._json(response, SubmitResult)
+
+    async def status(self, job_id: str) -> StatusRecord:
+        async with self.session.get(f"{self.server}/status/{job_id}") as response:
+            return await self._json(response, StatusRecord)
+
+    async def logs(self, job_id: str) -> str:
+        async with self.session.get(f"{self.server}/logs/{job_id}") as response:
+            if response.status >= 400:
+                await self._json(response)
+            return await response.text()
+
+    async def follow(self, job_id: str) -> AsyncIterator[str]:
+        """The log as it is produced; ends when the job does."""
+        url = self.server.replace("http", "ws", 1) + f"/logs/{job_id}/stream"
+        async with self.session.ws_connect(url, heartbeat=30) as socket:
+            async for message in socket:
+                if message.type == aiohttp.WSMsgType.TEXT:
+                    yield message.data
+            if socket.close_code == 4404:
+                raise JobrunnerError(404, {"error": "Job not found", "details": job_id})
+
+    async def wait(self, job_id: str) -> StatusRecord:
+        async for _ in self.follow(job_id):
+            pass
+        return await self.status(job_id)
+
+    async def outputs(self, job_id: str) -> OutputListing:
+        async with self.session.get(f"{self.server}/outputs/{job_id}") as response:
+            return await self._json(response, OutputListing)
+
+    async def download(self, job_id: str, path: str, directory: str | Path) -> Path:
+        target = Path(directory) / path
+        if ".." in Path(path).parts or Path(path).is_absolute():
+            raise ValueError(f"refusing to write outside {directory}: {path}")
+        async with self.session.get(f"{self.server}/download/{job_id}/{path}") as response:
+            if response.status >= 400:
+                await self._json(response)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            with open(target, "wb") as out:
+                async for chunk in response.content.iter_chunked(1 << 16):
+                    out.write(chunk)
+        return target
+
+    async def download_all(self, job_id: str, directory: str | Path) -> list[Path]:
+        listing = await self.outputs(job_id)
+        return [
+            await self.download(job_id, entry.path, directory)
+            for entry in listing.outputs
+            if entry.__struct_config__.tag == "file"
+        ]
+
+    async def health(self, challenge: str | None = None) -> dict:
+        params = {"challenge": challenge} if challenge else {}
+        async with self.session.get(f"{self.server}/health", params=params) as response:
+            return await self._json(response)

@@ -1,0 +1,123 @@
+"""The client for people (library and command line) against a real server."""
+
+import asyncio
+import os
+import subprocess
+
+import pytest
+
+from jobrunner.client import Client, JobrunnerError, pack, verify
+from support.jobclient import GENEROUS, JOBRUNNER
+
+
+@pytest.fixture
+def project(tmp_path):
+    folder = tmp_path / "project"
+    (folder / "data").mkdir(parents=True)
+    (folder / "data" / "in.txt").write_text("hello\n")
+    (folder / "main.py").write_text(
+        "import os, sys\nprint('read', open('data/in.txt').read().strip(), *sys.argv[1:])\n"
+        "os.makedirs('out', exist_ok=True)\nopen('out/result.txt', 'w').write('done\\n')\n"
+    )
+    return folder
+
+
+def test_library_submit_follow_download_verify(server, project, tmp_path):
+    async def scenario():
+        async with Client(server.url) as client:
+            job = await client.submit(project, entrypoint="main.py", args=["x"])
+            seen = "".join([text async for text in client.follow(job.job_id)])
+            record = await client.status(job.job_id)
+            saved = await client.download_all(job.job_id, tmp_path / "results")
+            with pytest.raises(JobrunnerError) as missing:
+                await client.status("no-such-job")
+            return seen, record, saved, missing.value
+
+    seen, record, saved, missing = asyncio.run(scenario())
+    assert seen == "read hello x\n"
+    assert record.status == "completed" and verify(record)
+    assert verify(record, record.worker_metadata.worker_id)
+    assert [p.relative_to(tmp_path / "results").as_posix() for p in saved] == ["out/result.txt"]
+    assert saved[0].read_text() == "done\n"
+    assert missing.status == 404 and missing.error == "Job not found"
+
+
+def test_errors_carry_the_interface_fields(start_server, project):
+    server = start_server("--rate-concurrent", "1")
+
+    async def scenario():
+        async with Client(server.url) as client:
+            try:
+                await client.submit(project, entrypoint="nope.py")
+            except JobrunnerError as bad:
+                invalid = bad
+            await client.submit(tarball=pack(project), entrypoint="main.py")
+            try:
+                await client.submit(project, entrypoint="main.py")
+            except JobrunnerError as refused:
+                rate = refused
+            return rate, invalid
+
+    rate, invalid = asyncio.run(scenario())
+    assert rate.status == 429 and rate.retry_after == 1 and "Concurrent" in rate.reason
+    assert "retry after 1 s" in str(rate)
+    assert invalid.status == 400 and invalid.error == "Invalid manifest"
+    assert invalid.details == "entrypoint not found in the upload: nope.py"
+
+
+def test_pack_keeps_relative_paths_and_skips_links(project, tmp_path):
+    import io
+    import tarfile
+
+    (project / "link").symlink_to("/etc/passwd")
+    with tarfile.open(fileobj=io.BytesIO(pack(project))) as archive:
+        assert archive.getnames() == ["data/in.txt", "main.py"]
+    with tarfile.open(fileobj=io.BytesIO(pack(project / "main.py"))) as archive:
+        assert archive.getnames() == ["main.py"]
+
+
+def test_command_line_submit_follow_download(start_server, project, tmp_path):
+    server = start_server(*GENEROUS)
+    env = {**os.environ, "JOBRUNNER_SERVER": server.url}
+    done = subprocess.run(
+        [
+            JOBRUNNER,
+            "submit",
+            str(project),
+            "--follow",
+            "--arg",
+            "y",
+            "--download",
+            str(tmp_path / "dl"),
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "read hello y\n"
+    assert "completed, exit code 0" in done.stderr and "signature valid" in done.stderr
+    assert (tmp_path / "dl" / "out" / "result.txt").read_text() == "done\n"
+    job_id = subprocess.run(
+        [JOBRUNNER, "submit", str(project / "main.py")], capture_output=True, text=True, env=env
+    ).stdout.strip()
+    followed = subprocess.run(
+        [JOBRUNNER, "logs", "-f", job_id], capture_output=True, text=True, env=env, timeout=60
+    )
+    assert followed.stdout.startswith("read") or "Traceback" in followed.stdout
+    listing = subprocess.run(
+        [JOBRUNNER, "outputs", job_id], capture_output=True, text=True, env=env
+    )
+    assert listing.returncode == 0
+    status = subprocess.run([JOBRUNNER, "status", job_id], capture_output=True, text=True, env=env)
+    verified = subprocess.run(
+        [JOBRUNNER, "verify", "-"], input=status.stdout, capture_output=True, text=True
+    )
+    assert verified.returncode == 0 and verified.stdout.startswith("signature valid")
+    missing = subprocess.run([JOBRUNNER, "status", "nope"], capture_output=True, text=True, env=env)
+    assert missing.returncode == 1 and missing.stderr == "jobrunner: 404 Job not found: nope\n"
+    offline = subprocess.run(
+        [JOBRUNNER, "status", "x", "--server", "http://127.0.0.1:9"], capture_output=True, text=True
+    )
+    assert offline.returncode == 1 and "cannot reach the server" in offline.stderr
