@@ -1,6 +1,7 @@
 """Fixtures: real `jobrunner serve` processes on 127.0.0.1 with the real nsjail sandbox."""
 
 import shutil
+import subprocess
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,6 +19,11 @@ def state_dir() -> Iterator[Path]:
     path = Path(tempfile.mkdtemp(prefix="jobrunner-test-", dir="/tmp"))
     path.chmod(0o711)
     yield path
+    # A worker killed mid-job (pool tests) leaves its job's tmpfs mounted: take it down.
+    for line in Path("/proc/self/mounts").read_text().splitlines():
+        target = line.split()[1]
+        if target.startswith(str(path)):
+            subprocess.run(["umount", "-l", target], check=False)
     shutil.rmtree(path, ignore_errors=True)
 
 

@@ -315,3 +315,68 @@ def download(job_id: str, paths: tuple[str, ...], directory: Path, server: str) 
 
     for saved in _client_call(run):
         click.echo(f"downloaded {saved}", err=True)
+
+
+@main.command()
+@click.option(
+    "--workers",
+    "workers_file",
+    required=True,
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="TOML allowlist: [[worker]] url, key (base64 public key), capacity.",
+)
+@click.option("--host", default="127.0.0.1", show_default=True)
+@click.option("--port", type=int, default=8090, show_default=True)
+@click.option("--state-dir", help="Where the pool's own key lives.")
+@click.option("--certfile", help="TLS certificate (PEM).")
+@click.option("--keyfile", help="TLS private key (PEM).")
+@click.option("--trusted-proxy", "trusted_proxies", multiple=True)
+@click.option(
+    "--health-interval",
+    type=float,
+    default=2.0,
+    show_default=True,
+    help="Seconds between signed health challenges to each worker.",
+)
+@click.option("--rate-concurrent", type=int, default=2, show_default=True)
+@click.option("--rate-per-hour", type=int, default=20, show_default=True)
+@click.option("--rate-cpu-seconds", type=float, default=10.0, show_default=True)
+def pool(
+    workers_file,
+    host,
+    port,
+    state_dir,
+    certfile,
+    keyfile,
+    trusted_proxies,
+    health_interval,
+    rate_concurrent,
+    rate_per_hour,
+    rate_cpu_seconds,
+) -> None:
+    """Run the trusted pool coordinator in front of allowlisted workers."""
+    import logging
+
+    from jobrunner.config import default_state_dir
+    from jobrunner.pool import Pool, Worker, load_workers
+    from jobrunner.pool_app import build_pool_app
+    from jobrunner.ratelimit import Limits
+    from jobrunner.signing import WorkerKey
+    from servekit import Listener, TrustedProxies, serve
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    try:
+        entries = load_workers(workers_file)
+        state = Path(state_dir or default_state_dir() + "-pool")
+        key = WorkerKey.load_or_create(state / "pool.key")
+        coordinator = Pool(
+            [Worker(entry) for entry in entries],
+            key,
+            Limits(rate_concurrent, rate_per_hour, rate_cpu_seconds),
+            health_interval=health_interval,
+        )
+        app = build_pool_app(coordinator, TrustedProxies(trusted_proxies))
+        serve(app, Listener(host, port, certfile, keyfile), graceful_timeout=5)
+    except (ValueError, PermissionError, OSError) as error:
+        click.echo(f"jobrunner: {error}", err=True)
+        sys.exit(1)
