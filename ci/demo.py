@@ -98,8 +98,73 @@ def jobrunner_demo() -> None:
             if record["status"] != "completed":
                 sys.exit("demo job did not complete")
         print("server stopped")
+        pool_demo(state, extra)
     finally:
         shutil.rmtree(state, ignore_errors=True)
+
+
+def pool_demo(state: Path, extra: list[str]) -> None:
+    """Two workers and a trusted pool coordinator on loopback; jobs go through the pool."""
+    print("\n-- a pool of two workers --")
+    trust = ["--trusted-proxy", "127.0.0.1", "--concurrency", "1"]
+    workers = [
+        ServerProcess(
+            [
+                str(BIN / "jobrunner"),
+                "serve",
+                "--port",
+                "0",
+                "--state-dir",
+                str(state / f"worker{n}"),
+                *trust,
+                *extra,
+            ]
+        )
+        for n in (1, 2)
+    ]
+    try:
+        allowlist = state / "workers.toml"
+        keys = [httpx.get(f"{w.url}/health").json()["worker_id"] for w in workers]
+        allowlist.write_text(
+            "".join(
+                f'[[worker]]\nurl = "{w.url}"\nkey = "{key}"\ncapacity = 1\n\n'
+                for w, key in zip(workers, keys, strict=True)
+            )
+        )
+        print(allowlist.read_text(), end="")
+        with ServerProcess(
+            [
+                str(BIN / "jobrunner"),
+                "pool",
+                "--workers",
+                str(allowlist),
+                "--port",
+                "0",
+                "--state-dir",
+                str(state / "pool"),
+                "--health-interval",
+                "0.5",
+            ]
+        ) as pool:
+            print(f"pool started at {pool.url}")
+            project = state / "project"
+            project.mkdir()
+            (project / "main.py").write_text(JOB)
+            for _ in range(2):
+                run(
+                    "jobrunner",
+                    "submit",
+                    str(project),
+                    "--follow",
+                    "--download",
+                    str(state / "pool-results"),
+                    "--server",
+                    pool.url,
+                )
+            print("pool health:", httpx.get(f"{pool.url}/health").json()["status"])
+    finally:
+        for worker in workers:
+            worker.stop()
 
 
 def marks_demo() -> None:
