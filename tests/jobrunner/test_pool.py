@@ -29,10 +29,17 @@ def cluster(start_server, state_dir):
     """Start workers and a pool: cluster(workers=2, entries=None, pool_args=())."""
     started: list[ServerProcess] = []
 
-    def make(workers: int = 2, entries=None, pool_args=()):
+    def make(workers: int = 2, entries=None, pool_args=(), worker_args=()):
         nodes = [
-            start_server(*GENEROUS, "--concurrency", "1", "--trusted-proxy", "127.0.0.1")
-            for _ in range(workers)
+            start_server(
+                *GENEROUS,
+                "--concurrency",
+                "1",
+                "--trusted-proxy",
+                "127.0.0.1",
+                *(worker_args[n] if n < len(worker_args) else ()),
+            )
+            for n in range(workers)
         ]
         if entries is None:
             entries = [
@@ -109,6 +116,23 @@ def test_routes_to_both_workers_and_proxies_every_endpoint(cluster, tmp_path):
     assert stats["your_quota"]["used"] > 0 and stats["system"]["active_jobs"] == 0
     for path in ("status", "logs", "outputs"):
         assert httpx.get(f"{pool.url}/{path}/nope").status_code == 404
+
+
+def test_a_refused_dispatch_is_retried_on_another_worker(cluster):
+    # The first worker (tried first: equal loads) refuses every submit; the pool moves on.
+    pool, workers = cluster(
+        worker_args=[["--rate-per-hour", "0"], []], pool_args=["--rate-concurrent", "10"]
+    )
+    second_key = httpx.get(f"{workers[1].url}/health").json()["worker_id"]
+    jobs = [
+        submit(pool.url, {"main.py": "print('ok')"}, {"entrypoint": "main.py"}) for _ in range(2)
+    ]
+    assert [job.status_code for job in jobs] == [200, 200]
+    records = [wait_finished(pool.url, job.json()["job_id"]) for job in jobs]
+    assert {record["worker_metadata"]["worker_id"] for record in records} == {second_key}
+    assert all(record["status"] == "completed" for record in records)
+    refused = httpx.get(f"{workers[0].url}/stats").json()["your_quota"]
+    assert refused["can_submit"] is False and "Hourly limit" in refused["reason"]
 
 
 def test_rate_limits_apply_at_the_pool_by_client(cluster):

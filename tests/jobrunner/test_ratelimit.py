@@ -177,3 +177,10 @@ def test_forwarded_for_counts_only_from_a_trusted_proxy(start_server):
             proxied.url, slow, {"entrypoint": "main.py"}, headers={"X-Forwarded-For": client}
         )
         assert response.status_code == 200, client
+
+
+def test_a_zero_hourly_limit_refuses_without_failing():
+    limiter = RateLimiter(Limits(per_hour=0), Clock())
+    verdict = limiter.verdict("ip")
+    assert not verdict.allowed and verdict.retry_after == 3600
+    assert verdict.reason == "Hourly limit reached: 0/0 submits in the last hour"

@@ -103,8 +103,11 @@ class RateLimiter:
                 f"Hourly limit reached: {len(client.submits)}/{limits.per_hour} "
                 "submits in the last hour"
             )
-            oldest_that_must_expire = client.submits[len(client.submits) - limits.per_hour]
-            waits.append(_wait(oldest_that_must_expire + limits.hour, now))
+            if limits.per_hour <= 0 or len(client.submits) < limits.per_hour:
+                waits.append(math.ceil(limits.hour))  # a limit of 0: never (say so hourly)
+            else:
+                oldest_that_must_expire = client.submits[len(client.submits) - limits.per_hour]
+                waits.append(_wait(oldest_that_must_expire + limits.hour, now))
         return Verdict(
             not reasons,
             "; ".join(reasons),
