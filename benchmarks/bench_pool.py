@@ -23,21 +23,11 @@ from run import Row
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 
+from support.jobclient import GENEROUS, worker_key, write_allowlist  # noqa: E402
 from support.servers import ServerProcess  # noqa: E402
 
 BIN = Path(sys.executable).parent
-WORKER = [
-    "--concurrency",
-    "1",
-    "--trusted-proxy",
-    "127.0.0.1",
-    "--rate-concurrent",
-    "1000",
-    "--rate-per-hour",
-    "100000",
-    "--rate-cpu-seconds",
-    "100000",
-]
+WORKER = ["--concurrency", "1", "--trusted-proxy", "127.0.0.1", *GENEROUS]
 JOBS = 80
 
 
@@ -77,17 +67,8 @@ def _cpu_seconds() -> float:
     return busy / os.sysconf("SC_CLK_TCK")
 
 
-def _key(url: str) -> str:
-    return httpx.get(url + "/health").json()["worker_id"]
-
-
 def start_pool(workers: list[Server], state: Path) -> ServerProcess:
-    config = state / "workers.toml"
-    config.write_text(
-        "".join(
-            f'[[worker]]\nurl = "{w.url}"\nkey = "{_key(w.url)}"\ncapacity = 1\n\n' for w in workers
-        )
-    )
+    config = write_allowlist(state / "workers.toml", [(w.url, worker_key(w.url)) for w in workers])
     return ServerProcess(
         [
             str(BIN / "jobrunner"),

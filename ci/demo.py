@@ -18,6 +18,7 @@ ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
 sys.path.insert(0, str(ROOT / "tests"))
 
+from support.jobclient import worker_key, write_allowlist  # noqa: E402
 from support.servers import ServerProcess  # noqa: E402
 
 JOB = """\
@@ -123,13 +124,8 @@ def pool_demo(state: Path, extra: list[str]) -> None:
         for n in (1, 2)
     ]
     try:
-        allowlist = state / "workers.toml"
-        keys = [httpx.get(f"{w.url}/health").json()["worker_id"] for w in workers]
-        allowlist.write_text(
-            "".join(
-                f'[[worker]]\nurl = "{w.url}"\nkey = "{key}"\ncapacity = 1\n\n'
-                for w, key in zip(workers, keys, strict=True)
-            )
+        allowlist = write_allowlist(
+            state / "workers.toml", [(w.url, worker_key(w.url)) for w in workers]
         )
         print(allowlist.read_text(), end="")
         with ServerProcess(

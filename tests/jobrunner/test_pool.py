@@ -15,7 +15,15 @@ import websockets
 from nacl.signing import SigningKey
 
 from jobrunner.signing import challenge_message, verify_record, verify_signature
-from support.jobclient import GENEROUS, JOBRUNNER, log_of, submit, wait_finished
+from support.jobclient import (
+    GENEROUS,
+    JOBRUNNER,
+    log_of,
+    submit,
+    wait_finished,
+    worker_key,
+    write_allowlist,
+)
 from support.servers import ServerProcess, wait_until
 
 SLOW = {
@@ -42,16 +50,8 @@ def cluster(start_server, state_dir):
             for n in range(workers)
         ]
         if entries is None:
-            entries = [
-                (node.url, httpx.get(f"{node.url}/health").json()["worker_id"]) for node in nodes
-            ]
-        config = state_dir / f"workers-{len(started)}.toml"
-        config.write_text(
-            "".join(
-                f'[[worker]]\nurl = "{url}"\nkey = "{key}"\ncapacity = 1\n\n'
-                for url, key in entries
-            )
-        )
+            entries = [(node.url, worker_key(node.url)) for node in nodes]
+        config = write_allowlist(state_dir / f"workers-{len(started)}.toml", entries)
         pool = ServerProcess(
             [
                 JOBRUNNER,

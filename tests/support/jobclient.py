@@ -72,3 +72,18 @@ def wait_finished(url: str, job_id: str, timeout: float = 60) -> dict:
 
 def log_of(url: str, job_id: str) -> str:
     return httpx.get(f"{url}/logs/{job_id}").text
+
+
+def worker_key(url: str) -> str:
+    return httpx.get(f"{url}/health").json()["worker_id"]
+
+
+def write_allowlist(path: Path, workers: list[tuple[str, str]], capacity: int = 1) -> Path:
+    """A pool's workers.toml for (url, public key) pairs."""
+    path.write_text(
+        "".join(
+            f'[[worker]]\nurl = "{url}"\nkey = "{key}"\ncapacity = {capacity}\n\n'
+            for url, key in workers
+        )
+    )
+    return path

@@ -35,6 +35,10 @@ def rate_limited(verdict: Verdict) -> HTTPError:
     )
 
 
+def invalid_challenge() -> HTTPError:
+    return HTTPError(400, "Invalid challenge", "the challenge must be 1 to 256 characters")
+
+
 def shutting_down() -> HTTPError:
     return HTTPError(
         503, "Service unavailable", "the server is shutting down", headers={"Retry-After": "30"}

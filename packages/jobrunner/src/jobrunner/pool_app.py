@@ -11,8 +11,7 @@ from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from jobrunner import __version__, errors
 from jobrunner.pool import Pool
-from jobrunner.signing import challenge_message
-from jobrunner.wire import Health, ServerInfo
+from jobrunner.wire import ServerInfo
 from servekit import CorsPolicy, HTTPError, JSONResponse, TrustedProxies, client_ip
 from servekit import exception_handlers as error_handlers
 
@@ -90,17 +89,8 @@ def build_pool_app(pool: Pool, trusted: TrustedProxies, max_upload_mb: int = 50)
             return Response(await reply.read(), reply.status, media_type="application/json")
 
     async def health(request: Request) -> Response:
-        challenge = request.query_params.get("challenge")
-        if challenge is not None and not 1 <= len(challenge) <= 256:
-            raise HTTPError(400, "Invalid challenge", "the challenge must be 1 to 256 characters")
-        signature = pool.key.sign(challenge_message(challenge)) if challenge else None
-        return JSONResponse(
-            Health(
-                "healthy" if any(w.healthy for w in pool.workers) else "degraded",
-                pool.key.worker_id,
-                signature,
-            )
-        )
+        status = "healthy" if any(w.healthy for w in pool.workers) else "degraded"
+        return JSONResponse(pool.key.health(status, request.query_params.get("challenge")))
 
     async def stream(websocket: WebSocket) -> None:
         await websocket.accept()

@@ -377,10 +377,7 @@ class JobService:
         )
 
     def health(self, challenge: str | None) -> Health:
-        signature = None
-        if challenge is not None:
-            signature = self.key.sign(signing.challenge_message(challenge))
-        return Health("healthy", self.key.worker_id, signature)
+        return self.key.health("healthy", challenge)
 
     # --- deletion --------------------------------------------------------------------------------
 

@@ -27,7 +27,7 @@ import msgspec
 from nacl.exceptions import BadSignatureError
 from nacl.signing import SigningKey, VerifyKey
 
-from jobrunner.wire import Manifest, StatusRecord
+from jobrunner.wire import Health, Manifest, StatusRecord
 
 RESULT_TAG = "jobrunner-result-v1"
 CHALLENGE_TAG = "jobrunner-challenge-v1"
@@ -105,6 +105,16 @@ class WorkerKey:
 
     def sign(self, message: bytes) -> str:
         return base64.b64encode(self._key.sign(message).signature).decode()
+
+    def health(self, status: str, challenge: str | None) -> "Health":
+        """`GET /health`: who we are, and the challenge signed (proof we hold the key)."""
+        from jobrunner.errors import invalid_challenge
+
+        if challenge is None:
+            return Health(status, self.worker_id)
+        if not 1 <= len(challenge) <= 256:
+            raise invalid_challenge()
+        return Health(status, self.worker_id, self.sign(challenge_message(challenge)))
 
 
 def verify_signature(worker_id: str, message: bytes, signature: str) -> bool:

@@ -192,31 +192,18 @@ class Filesystem:
         ]
 
     def root_counts(self) -> dict[str, int]:
-        """Every top-level count in one pass over the bookmarks (plus three small lookups)."""
-        row = self.store.one(
-            "SELECT count(*), total(starred), total(archived), total(visit_count = 0), "
-            "total(visit_count > 0), total(reachable = 0), total(tags = ''), "
-            "total(url LIKE '%.pdf'), total(last_visited IS NOT NULL) FROM bookmarks"
-        )
-        names = (
-            "bookmarks",
-            "starred",
-            "archived",
-            "unread",
-            "popular",
-            "broken",
-            "untagged",
-            "pdfs",
-            "recent",
-        )
-        numbers = {name: int(value) for name, value in zip(names, row, strict=True)}
-        numbers["popular"] = min(numbers["popular"], vfs.POPULAR_SIZE)
+        """Every top-level count in one pass over the bookmarks, from the same filters the
+        directories use (so a count and its listing can never disagree)."""
+        counted = {name: selection for name, selection in vfs.COLLECTIONS.items()}
+        counted["recent"] = vfs.resolve("/", "/recent", self.now()).selection  # type: ignore
+        sums = ", ".join(f"total({selection.where})" for selection in counted.values())
+        row = self.store.one(f"SELECT {sums} FROM bookmarks")
+        numbers = {}
+        for (name, selection), value in zip(counted.items(), row, strict=True):
+            numbers[name] = min(int(value), selection.limit) if selection.limit else int(value)
         numbers["tags"] = self.store.value("SELECT count(*) FROM tags")
         numbers["domains"] = self.store.value(
             "SELECT count(*) FROM (SELECT DISTINCT domain FROM bookmarks WHERE domain != '')"
-        )
-        numbers["queue"] = self.store.value(
-            "SELECT count(*) FROM reading_queue WHERE completed_at IS NULL"
         )
         return numbers
 
@@ -232,17 +219,9 @@ class Filesystem:
         host = self.store.value("SELECT domain FROM bookmarks WHERE id = ?", (bookmark.id,))
         if host:
             paths.append(f"/domains/{host}/{bookmark.id}")
-        for name in (
-            "starred",
-            "archived",
-            "unread",
-            "popular",
-            "broken",
-            "untagged",
-            "pdfs",
-            "queue",
-        ):
-            selection = vfs.COLLECTIONS[name]
+        for name, selection in vfs.COLLECTIONS.items():
+            if name == "bookmarks":
+                continue
             if (
                 bookmark.id in self.ids(vfs.Location(f"/{name}", selection))
                 if selection.limit

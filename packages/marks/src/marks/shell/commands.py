@@ -16,24 +16,11 @@ from dataclasses import dataclass, field
 from marks import clock, vfs
 from marks.library import Library, MarksError
 from marks.listing import Filesystem
+from marks.rows import NAMES
 from marks.shell.lexer import Invocation, ShellError
 from marks.wire import Bookmark
 
-FIELDS = (
-    "url",
-    "title",
-    "description",
-    "tags",
-    "starred",
-    "archived",
-    "added",
-    "last_visited",
-    "visit_count",
-    "reachable",
-    "last_checked",
-    "check_result",
-    "id",
-)
+FIELDS = (*NAMES[1:], "id")  # what `ls` shows in a bookmark: its fields, the id last
 EDITABLE = ("title", "description", "url", "tags")
 HELP: dict[str, tuple[str, str]] = {}  # name -> (usage, summary), filled by @command
 
