@@ -2,6 +2,7 @@
 
 import hashlib
 import json
+import os
 
 import httpx
 import pytest
@@ -321,3 +322,19 @@ def test_status_record_decodes_into_the_wire_struct(server):
     raw = httpx.get(f"{server.url}/status/{record['job_id']}").content
     decoded = decode_status(raw)
     assert decoded.status == "completed" and json.loads(raw)["job_id"] == decoded.job_id
+
+
+def test_node_scripts_run_when_the_host_has_node(server):
+    from support import require
+
+    require(os.path.exists("/usr/bin/node"), "Node.js at /usr/bin/node (the machine image has it)")
+    assert "node" in httpx.get(f"{server.url}/environments").json()["interpreters"]
+    response = submit(
+        server.url,
+        {"main.js": "console.log('from node', process.version)\n"},
+        {"entrypoint": "main.js"},
+    )
+    record = wait_finished(server.url, response.json()["job_id"])
+    log = httpx.get(f"{server.url}/logs/{record['job_id']}").text
+    assert record["status"] == "completed", log
+    assert log.startswith("from node v")

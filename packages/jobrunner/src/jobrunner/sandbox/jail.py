@@ -16,6 +16,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import aiofiles
+
 from jobrunner.sandbox import workdir
 from jobrunner.sandbox.cgroups import Cgroups, JobCgroup
 
@@ -114,7 +116,8 @@ class Sandbox:
         job_cgroup = await asyncio.to_thread(self._prepare, spec, work)
         try:
             status, usage, wall, backstop = await self._execute(spec, job_cgroup, on_output, on_cpu)
-            log = (spec.job_dir / "nsjail.log").read_text(errors="replace")
+            async with aiofiles.open(spec.job_dir / "nsjail.log", errors="replace") as handle:
+                log = await handle.read()  # on the event loop, so without blocking it
             result = _classify(
                 spec, status, usage, wall, backstop, log, job_cgroup, full=workdir.is_full(work)
             )
