@@ -132,6 +132,14 @@ class Library:
         bindings = [value for name in names for value in search.tag_bindings(name)]
         return self.list_bookmarks(where=where, bindings=bindings)
 
+    def tag_names(self, prefix: str = "", limit: int = 200) -> list[str]:
+        """Tags starting with `prefix` (for completion)."""
+        rows = self.store.execute(
+            "SELECT name FROM tags WHERE name LIKE ? ESCAPE '\\' ORDER BY name LIMIT ?",
+            (search.like_escape(prefix) + "%", limit),
+        )
+        return [name for (name,) in rows]
+
     def untagged_count(self) -> int:
         return self.store.value("SELECT count(*) FROM bookmarks WHERE tags = ''")
 

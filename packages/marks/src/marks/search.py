@@ -227,16 +227,30 @@ def _positive_texts(node, negated: bool = False) -> list[str]:
     return []
 
 
+def exact_tag_clause() -> str:
+    """Bookmarks with exactly one tag (no descendants): what a /tags directory lists."""
+    return (
+        "id IN (SELECT bt.bookmark_id FROM bookmark_tags bt JOIN tags t ON t.id = bt.tag_id "
+        "WHERE t.name = ?)"
+    )
+
+
 def tag_clause() -> str:
+    """Bookmarks with a tag or any of its descendants (bind `tag_bindings(name)`)."""
     return (
         "id IN (SELECT bt.bookmark_id FROM bookmark_tags bt JOIN tags t ON t.id = bt.tag_id "
         "WHERE t.name = ? OR t.name LIKE ? ESCAPE '\\')"
     )
 
 
+def like_escape(text: str) -> str:
+    """Text matched literally by `LIKE ? ESCAPE '\\'` (no `%` or `_` wildcards from users)."""
+    return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+
+
 def like_prefix(name: str) -> str:
-    escaped = name.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
-    return escaped + "/%"
+    """The LIKE pattern for a tag's descendants."""
+    return like_escape(name) + "/%"
 
 
 def tag_bindings(name: str) -> list[str]:
@@ -307,7 +321,7 @@ def substring(store, text: str, limit: int | None) -> list[SearchHit]:
     """Case-insensitive (ASCII) substring match in title, URL, description and tags."""
     if not text.strip():
         raise QueryError("empty search")
-    pattern = "%" + text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+    pattern = "%" + like_escape(text) + "%"
     clause = " OR ".join(
         f"b.{column} LIKE ? ESCAPE '\\'" for column in ("title", "url", "description", "tags")
     )

@@ -21,6 +21,8 @@ import datetime as dt
 import posixpath
 from dataclasses import dataclass
 
+from marks import search
+
 TOP = (
     "bookmarks",
     "tags",
@@ -41,20 +43,6 @@ ACTIVITIES = ("visited", "added", "starred")
 DATE_FIELDS = {"added": "added", "visited": "last_visited"}
 POPULAR_SIZE = 100
 NEWEST = "added DESC, id DESC"
-
-
-TAG_EXACT = (
-    "id IN (SELECT bt.bookmark_id FROM bookmark_tags bt JOIN tags t "
-    "ON t.id = bt.tag_id WHERE t.name = ?)"
-)
-TAG_TREE = (
-    "id IN (SELECT bt.bookmark_id FROM bookmark_tags bt JOIN tags t ON t.id = bt.tag_id "
-    "WHERE t.name = ? OR t.name LIKE ? ESCAPE '\\')"
-)
-
-
-def _like_prefix(name: str) -> str:
-    return name.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "/%"
 
 
 class PathError(ValueError):
@@ -250,13 +238,10 @@ def resolve(cwd: str, path: str, now: dt.datetime) -> Location:
         # directories. A numeric last part may instead be a bookmark: listing.py decides.
         return Location(
             absolute,
-            Selection(
-                TAG_EXACT,
-                (name,),
-            ),
+            Selection(search.exact_tag_clause(), (name,)),
             Subdirs("tags", (name,)),
             tag=name,
-            subtree=Selection(TAG_TREE, (name, _like_prefix(name))),
+            subtree=Selection(search.tag_clause(), tuple(search.tag_bindings(name))),
         )
     if top == "domains":
         if len(parts) == 1:

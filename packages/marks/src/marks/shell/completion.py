@@ -41,11 +41,7 @@ class ShellCompleter(Completer):
             yield from self._paths(current, fields=name == "cat")
 
     def _tags(self, prefix: str):
-        rows = self.session.library.store.execute(
-            "SELECT name FROM tags WHERE name LIKE ? ESCAPE '\\' ORDER BY name LIMIT 200",
-            (prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%",),
-        )
-        for (tag,) in rows:
+        for tag in self.session.library.tag_names(prefix):
             yield Completion(tag, -len(prefix))
 
     def _paths(self, word: str, fields: bool = False):
