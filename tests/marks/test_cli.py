@@ -349,3 +349,16 @@ def test_import_shows_a_progress_bar_on_a_terminal(marks, tmp_path):
     # Without a terminal there is no bar, only the report.
     plain = marks("import", "html", str(source))
     assert "importing" not in plain.err and "%" not in plain.err
+
+
+def test_query_contains_takes_percent_and_underscore_literally(marks):
+    add(marks, "https://a.example/", "--title", "100% coverage")
+    add(marks, "https://b.example/", "--title", "1000 ideas")
+    add(marks, "https://c.example/a_b", "--title", "c")
+    add(marks, "https://c.example/axb", "--title", "d")
+
+    def urls(expression):
+        return marks("-o", "urls", "bookmark", "query", expression).out.split()
+
+    assert urls('title ~ "100%"') == ["https://a.example/"]
+    assert urls("url ~ a_b") == ["https://c.example/a_b"]

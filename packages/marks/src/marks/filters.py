@@ -141,8 +141,11 @@ class _Compiler:
                 if column is None:
                     self.bindings += search.tag_bindings(name)
                     return search.tag_clause()
-                self.bindings += [name.lower().removeprefix("www."), "%." + name.lower()]
-                return "(domain = ? OR domain LIKE ?)"
+                self.bindings += [
+                    name.lower().removeprefix("www."),
+                    "%." + search.like_escape(name.lower()),
+                ]
+                return "(domain = ? OR domain LIKE ? ESCAPE '\\')"
         if lower in FLAGS and not self.peek("op"):
             return FLAGS[lower]
         return self.comparison(lower)
@@ -157,8 +160,8 @@ class _Compiler:
         if field in TEXT:
             column = TEXT[field]
             if operator == "~":
-                self.bindings.append(f"%{value}%")
-                return f"{column} LIKE ?"
+                self.bindings.append(f"%{search.like_escape(value)}%")  # `%` and `_` literal
+                return f"{column} LIKE ? ESCAPE '\\'"
             if operator in ("=", "!="):
                 self.bindings.append(value)
                 return f"{column} {'=' if operator == '=' else '!='} ? COLLATE NOCASE"
