@@ -174,6 +174,8 @@ def test_tag_commands(marks):
     assert marks("tag", "add", "fav", "--starred", "--yes").code == 0
     assert marks("-o", "urls", "tag", "filter", "fav").out == "https://b.example\n"
     assert marks("tag", "copy", "todo", "--to-ids", "1,2", "--yes").code == 0
+    missing = marks("tag", "copy", "nope", "--to-ids", "1")
+    assert missing.code == 1 and missing.err == "marks: no tag 'nope' to copy\n"
     assert marks("-o", "urls", "tag", "filter", "todo", "dev").out.splitlines() == [
         "https://b.example",
         "https://a.example",

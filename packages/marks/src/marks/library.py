@@ -13,7 +13,7 @@ from marks import clock, search, tagnames, urls
 from marks.rows import COLUMNS
 from marks.rows import to_bookmark as row_to_bookmark
 from marks.store import Store
-from marks.wire import Bookmark, ImportReport, SearchHit, TagCount
+from marks.wire import Bookmark, ImportReport, SearchHit, TagCount, TagStats, TagUse
 
 
 class MarksError(Exception):
@@ -310,6 +310,26 @@ class Library:
             for name in sorted(total, key=str.casefold)
         ]
 
+    def tag_stats(self) -> TagStats:
+        counts = self.tag_counts()
+        real = [c for c in counts if c.direct]
+        top = sorted(real, key=lambda c: -c.direct)[:10]
+        return TagStats(
+            tags=len(real),
+            tree_nodes=len(counts),
+            bookmarks=self.count(),
+            untagged=self.untagged_count(),
+            deepest=max((c.name.count("/") + 1 for c in counts), default=0),
+            most_used=[TagUse(c.name, c.direct) for c in top],
+        )
+
+    def tag_copy(self, tag: str, ids: Iterable[int]) -> int:
+        """Copy an existing tag onto bookmarks; returns how many did not have it yet."""
+        (name,) = _clean_tags([tag])
+        if not self.store.value("SELECT 1 FROM tags WHERE name = ?", (name,)):
+            raise NotFound(f"no tag {name!r} to copy")
+        return self.tag_add(name, ids)
+
     def select_ids(
         self,
         *,
@@ -433,7 +453,7 @@ class Library:
                     self._insert(record, tags, key, domain)
                     report.added += 1
                 elif update:
-                    self._merge(existing, record, tags)
+                    self.merge_into(existing, record, tags)
                     merged.add(existing)
                     report.updated += 1
                 else:
@@ -505,8 +525,11 @@ class Library:
         for sql in saved:
             self.store.execute(sql)
 
-    def _merge(self, bookmark_id: int, record: Record, tags: list[str]) -> None:
-        """Union of tags; the earliest `added`; the highest visit data; fill empty text."""
+    def merge_into(self, bookmark_id: int, record: Record, tags: list[str] | None = None) -> None:
+        """Union of tags; the earliest `added`; the highest visit data; fill empty text.
+        The one rule for imports with --update and for `db dedupe`."""
+        if tags is None:
+            tags = _clean_tags(record.tags)
         self.store.execute(
             "UPDATE bookmarks SET "
             "added = min(added, coalesce(?, added)), "

@@ -5,7 +5,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 import apsw
 
 from marks import schema
-from marks.library import Library, _clean_tags
+from marks.library import Library
 
 TRACKING = ("utm_", "fbclid", "gclid", "mc_cid", "mc_eid", "ref_src", "igshid")
 
@@ -91,33 +91,9 @@ def merge_duplicates(library: Library, groups: list[list[int]]) -> int:
     removed = 0
     with library.store.transaction():
         for keep_id, *others in groups:
-            keep = library.get(keep_id)
-            tags = list(keep.tags)
             for other_id in others:
-                other = library.get(other_id)
-                tags += other.tags
-                library.store.execute(
-                    "UPDATE bookmarks SET visit_count = max(visit_count, ?), "
-                    "last_visited = max(coalesce(last_visited, ''), coalesce(?, '')), "
-                    "starred = max(starred, ?), "
-                    "description = CASE description WHEN '' THEN ? ELSE description END "
-                    "WHERE id = ?",
-                    (
-                        other.visit_count,
-                        library.store.value(
-                            "SELECT last_visited FROM bookmarks WHERE id = ?", (other_id,)
-                        ),
-                        int(other.starred),
-                        other.description,
-                        keep_id,
-                    ),
-                )
-                library.store.execute(
-                    "UPDATE bookmarks SET last_visited = NULL WHERE id = ? AND last_visited = ''",
-                    (keep_id,),
-                )
+                library.merge_into(keep_id, library.get(other_id))
             library.delete(others)
-            library.update(keep_id, tags=_clean_tags(tags))
             removed += len(others)
     return removed
 

@@ -159,13 +159,24 @@ def _text(moment: dt.datetime) -> str:
     return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+def activity(
+    name: str, start: dt.datetime | None = None, end: dt.datetime | None = None
+) -> Selection:
+    """Bookmarks by activity, newest first: visited uses last_visited; added and starred use
+    `added` (there is no starred-at time), within [start, end) when given."""
+    column = "last_visited" if name == "visited" else "added"
+    if start is None or end is None:
+        where, bindings = f"{column} IS NOT NULL", ()
+    else:
+        where, bindings = f"{column} >= ? AND {column} < ?", (_text(start), _text(end))
+    if name == "starred":
+        where += " AND starred = 1"
+    return Selection(where, bindings, order=f"{column} DESC, id DESC")
+
+
 def _recent(path: str, parts: list[str], now: dt.datetime) -> Location:
     if len(parts) == 1:
-        return Location(
-            path,
-            Selection("last_visited IS NOT NULL", order="last_visited DESC, id DESC"),
-            Subdirs("static", PERIODS),
-        )
+        return Location(path, activity("visited"), Subdirs("static", PERIODS))
     period = parts[1]
     if period not in PERIODS:
         if len(parts) == 2:  # /recent/<id> opens a bookmark directly
@@ -173,17 +184,9 @@ def _recent(path: str, parts: list[str], now: dt.datetime) -> Location:
         raise PathError(f"no such directory: {path}")
     if len(parts) == 2:
         return Location(path, None, Subdirs("static", ACTIVITIES))
-    activity = parts[2]
-    if activity not in ACTIVITIES:
+    if parts[2] not in ACTIVITIES:
         raise PathError(f"no such directory: {path} (activities: {', '.join(ACTIVITIES)})")
-    start, end = period_range(period, now)
-    column = "last_visited" if activity == "visited" else "added"
-    where = f"{column} >= ? AND {column} < ?" + (
-        " AND starred = 1" if activity == "starred" else ""
-    )
-    location = Location(
-        path, Selection(where, (_text(start), _text(end)), order=f"{column} DESC, id DESC")
-    )
+    location = Location(path, activity(parts[2], *period_range(period, now)))
     if len(parts) == 3:
         return location
     if len(parts) == 4:

@@ -37,6 +37,20 @@ class TagCount(msgspec.Struct):
     direct: int  # bookmarks with exactly this tag
 
 
+class TagUse(msgspec.Struct):
+    tag: str
+    bookmarks: int
+
+
+class TagStats(msgspec.Struct):
+    tags: int  # tags with bookmarks of their own
+    tree_nodes: int  # tags plus the parents their names imply
+    bookmarks: int
+    untagged: int
+    deepest: int
+    most_used: list[TagUse]
+
+
 class SearchHit(msgspec.Struct):
     bookmark: Bookmark
     score: float | None = None

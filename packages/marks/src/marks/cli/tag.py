@@ -63,27 +63,16 @@ def _nested(counts) -> list[dict]:
 @tag.command()
 def stats() -> None:
     """How tags are used."""
-    library = state().library
-    counts = library.tag_counts()
-    real = [c for c in counts if c.direct]
-    total = library.count()
-    untagged = library.untagged_count()
-    top = sorted(real, key=lambda c: -c.direct)[:10]
-    summary = {
-        "tags": len(real),
-        "tree_nodes": len(counts),
-        "bookmarks": total,
-        "untagged": untagged,
-        "deepest": max((c.name.count("/") + 1 for c in counts), default=0),
-        "most_used": [{"tag": c.name, "bookmarks": c.direct} for c in top],
-    }
+    summary = state().library.tag_stats()
     if state().format == "json":
         show.emit_json(summary)
         return
     for key in ("tags", "tree_nodes", "bookmarks", "untagged", "deepest"):
-        click.echo(f"{key.replace('_', ' '):>11}: {summary[key]}")
-    if top:
-        click.echo("  most used: " + ", ".join(f"{c.name} ({c.direct})" for c in top))
+        click.echo(f"{key.replace('_', ' '):>11}: {getattr(summary, key)}")
+    if summary.most_used:
+        click.echo(
+            "  most used: " + ", ".join(f"{u.tag} ({u.bookmarks})" for u in summary.most_used)
+        )
 
 
 @tag.command()
@@ -134,9 +123,6 @@ def rename(old: str, new: str) -> None:
 @click.option("--filter-tags", multiple=True, help="Bookmarks with this tag (repeatable).")
 def copy(name, to_ids, starred, filter_tags) -> None:
     """Copy an existing tag onto other bookmarks."""
-    library = state().library
-    if not any(c.name.casefold() == name.strip().casefold() for c in library.tag_counts()):
-        raise click.UsageError(f"no tag {name!r} to copy")
     try:
         ids = [int(part) for part in (to_ids or "").split(",") if part.strip()]
     except ValueError:
@@ -144,7 +130,7 @@ def copy(name, to_ids, starred, filter_tags) -> None:
     chosen = _selection(ids, False, starred, filter_tags)
     if len(chosen) > 1:
         confirm(f"Copy tag {name!r} to {len(chosen)} bookmarks?")
-    added = library.tag_add(name, chosen)
+    added = state().library.tag_copy(name, chosen)
     click.echo(f"copied {name!r} to {added} bookmark(s)", err=True)
 
 

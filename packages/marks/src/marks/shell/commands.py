@@ -204,9 +204,7 @@ class Commands:
                 activity = word
             else:
                 raise ShellError("recent: usage: recent [visited|added|starred] [--limit N]")
-        column = "last_visited" if activity == "visited" else "added"
-        where = f"{column} IS NOT NULL" + (" AND starred = 1" if activity == "starred" else "")
-        for b in self.s.fs.bookmarks(vfs.Selection(where, order=f"{column} DESC, id DESC"), limit):
+        for b in self.s.fs.bookmarks(vfs.activity(activity), limit):
             moment = b.last_visited if activity == "visited" else b.added
             self.out(f"{b.id:>7}  {clock.to_text(moment)}  {b.title or b.url}")
 
