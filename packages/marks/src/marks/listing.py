@@ -91,18 +91,16 @@ class Filesystem:
 
     # --- what a directory holds ------------------------------------------------------------------
 
-    def bookmarks(self, selection: vfs.Selection, limit: int | None = None) -> list[Bookmark]:
-        cap = (
-            min(x for x in (limit, selection.limit) if x is not None)
-            if (limit, selection.limit) != (None, None)
-            else -1
-        )
-        rows = self.store.execute(
-            f"SELECT {COLUMNS} FROM bookmarks WHERE {selection.where} "
+    def _rows(self, columns: str, selection: vfs.Selection, limit: int | None = None):
+        caps = [cap for cap in (limit, selection.limit) if cap is not None]
+        return self.store.execute(
+            f"SELECT {columns} FROM bookmarks WHERE {selection.where} "
             f"ORDER BY {selection.order} LIMIT ?",
-            (*selection.bindings, cap),
+            (*selection.bindings, min(caps) if caps else -1),
         )
-        return [to_bookmark(row) for row in rows]
+
+    def bookmarks(self, selection: vfs.Selection, limit: int | None = None) -> list[Bookmark]:
+        return [to_bookmark(row) for row in self._rows(COLUMNS, selection, limit)]
 
     def ids(self, location: vfs.Location, *, below: bool = False) -> list[int]:
         """The bookmarks a command acts on here: this one, the directory's own (what `ls`
@@ -112,11 +110,7 @@ class Filesystem:
         selection = location.below if below else location.selection
         if selection is None:
             return []
-        rows = self.store.execute(
-            f"SELECT id FROM bookmarks WHERE {selection.where} ORDER BY {selection.order} LIMIT ?",
-            (*selection.bindings, selection.limit or -1),
-        )
-        return [row[0] for row in rows]
+        return [row[0] for row in self._rows("id", selection)]
 
     def count(self, selection: vfs.Selection) -> int:
         total = self.store.value(
@@ -151,17 +145,17 @@ class Filesystem:
                     "GROUP BY domain ORDER BY domain"
                 )
             ]
-        if subdirs.kind == "dates":
+        if subdirs.kind == "dates":  # the next date part of what lies below this directory
             column, prefix = subdirs.args
             start, width = (1, 4) if not prefix else (len(prefix) + 2, 2)
-            return [
-                Entry(part, True, count)
-                for part, count in self.store.execute(
-                    f"SELECT substr({column}, ?, ?) AS part, count(*) FROM bookmarks "
-                    f"WHERE {column} >= ? AND {column} < ? GROUP BY part ORDER BY part DESC",
-                    (start, width, prefix, prefix + "~" if prefix else "~"),
-                )
-            ]
+            below = location.below
+            assert below is not None
+            rows = self.store.execute(
+                f"SELECT substr({column}, ?, ?) AS part, count(*) FROM bookmarks "
+                f"WHERE {below.where} GROUP BY part ORDER BY part DESC",
+                (start, width, *below.bindings),
+            )
+            return [Entry(part, True, count) for part, count in rows]
         raise ValueError(subdirs.kind)
 
     def _tag_dirs(self, prefix: str, counts: bool) -> list[Entry]:
