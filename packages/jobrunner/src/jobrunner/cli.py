@@ -160,14 +160,18 @@ server_option = click.option(
 )
 
 
-def _client_call(function):
-    """Run an async client call; server errors become one line and exit 1."""
+def _client_call(server: str, action):
+    """Run `action(client)` against the server; its errors become one line and exit 1."""
     import asyncio
 
-    from jobrunner.client import JobrunnerError
+    from jobrunner.client import Client, JobrunnerError
+
+    async def run():
+        async with Client(server) as client:
+            return await action(client)
 
     try:
-        return asyncio.run(function())
+        return asyncio.run(run())
     except JobrunnerError as error:
         click.echo(f"jobrunner: {error}", err=True)
         sys.exit(1)
@@ -202,40 +206,39 @@ def submit(path, entrypoint, interpreter, environment, args, follow, download_di
         else:
             raise click.UsageError("give --entrypoint (no main.py in the directory)")
 
-    async def run():
-        async with Client(server) as client:
-            job = await client.submit(
-                path,
-                entrypoint=entrypoint,
-                interpreter=interpreter,
-                environment=environment,
-                args=args,
-            )
-            click.echo(f"job {job.job_id} queued (position {job.position})", err=True)
-            if not (follow or download_dir):
-                click.echo(job.job_id)
-                return 0
-            if follow:
-                async for text in client.follow(job.job_id):
-                    click.echo(text, nl=False)
-            record = await client.wait(job.job_id)
-            failure = f" ({record.failure})" if record.failure else ""
-            click.echo(
-                f"job {record.job_id} {record.status}{failure}, exit code "
-                f"{record.execution_metadata.exit_code}, "
-                f"{record.execution_metadata.cpu_seconds} CPU-s",
-                err=True,
-            )
-            if download_dir is not None:
-                for saved in await client.download_all(job.job_id, download_dir):
-                    click.echo(f"downloaded {saved}", err=True)
-            if not verify(record):
-                click.echo("jobrunner: the result's signature is INVALID", err=True)
-                return 1
-            click.echo(f"signature valid (worker {record.worker_metadata.worker_id})", err=True)
-            return 0 if record.status == "completed" else 1
+    async def run(client: Client):
+        job = await client.submit(
+            path,
+            entrypoint=entrypoint,
+            interpreter=interpreter,
+            environment=environment,
+            args=args,
+        )
+        click.echo(f"job {job.job_id} queued (position {job.position})", err=True)
+        if not (follow or download_dir):
+            click.echo(job.job_id)
+            return 0
+        if follow:
+            async for text in client.follow(job.job_id):
+                click.echo(text, nl=False)
+        record = await client.wait(job.job_id)
+        failure = f" ({record.failure})" if record.failure else ""
+        click.echo(
+            f"job {record.job_id} {record.status}{failure}, exit code "
+            f"{record.execution_metadata.exit_code}, "
+            f"{record.execution_metadata.cpu_seconds} CPU-s",
+            err=True,
+        )
+        if download_dir is not None:
+            for saved in await client.download_all(job.job_id, download_dir):
+                click.echo(f"downloaded {saved}", err=True)
+        if not verify(record):
+            click.echo("jobrunner: the result's signature is INVALID", err=True)
+            return 1
+        click.echo(f"signature valid (worker {record.worker_metadata.worker_id})", err=True)
+        return 0 if record.status == "completed" else 1
 
-    sys.exit(_client_call(run))
+    sys.exit(_client_call(server, run))
 
 
 @main.command()
@@ -245,13 +248,8 @@ def status(job_id: str, server: str) -> None:
     """A job's status record (JSON)."""
     import msgspec
 
-    from jobrunner.client import Client
-
-    async def run():
-        async with Client(server) as client:
-            return await client.status(job_id)
-
-    click.echo(msgspec.json.format(msgspec.json.encode(_client_call(run)), indent=2).decode())
+    record = _client_call(server, lambda client: client.status(job_id))
+    click.echo(msgspec.json.format(msgspec.json.encode(record), indent=2).decode())
 
 
 @main.command()
@@ -262,15 +260,14 @@ def logs(job_id: str, follow: bool, server: str) -> None:
     """A job's output so far (or live, with -f)."""
     from jobrunner.client import Client
 
-    async def run():
-        async with Client(server) as client:
-            if not follow:
-                click.echo(await client.logs(job_id), nl=False)
-                return
-            async for text in client.follow(job_id):
-                click.echo(text, nl=False)
+    async def run(client: Client):
+        if not follow:
+            click.echo(await client.logs(job_id), nl=False)
+            return
+        async for text in client.follow(job_id):
+            click.echo(text, nl=False)
 
-    _client_call(run)
+    _client_call(server, run)
 
 
 @main.command()
@@ -278,13 +275,7 @@ def logs(job_id: str, follow: bool, server: str) -> None:
 @server_option
 def outputs(job_id: str, server: str) -> None:
     """A job's output files."""
-    from jobrunner.client import Client
-
-    async def run():
-        async with Client(server) as client:
-            return await client.outputs(job_id)
-
-    for entry in _client_call(run).outputs:
+    for entry in _client_call(server, lambda client: client.outputs(job_id)).outputs:
         if entry.__struct_config__.tag == "file":
             click.echo(f"{entry.size_bytes:>12}  {entry.path}")
         else:
@@ -307,13 +298,12 @@ def download(job_id: str, paths: tuple[str, ...], directory: Path, server: str) 
     """Download output files (all of them when none are named)."""
     from jobrunner.client import Client
 
-    async def run():
-        async with Client(server) as client:
-            if paths:
-                return [await client.download(job_id, path, directory) for path in paths]
-            return await client.download_all(job_id, directory)
+    async def run(client: Client):
+        if paths:
+            return [await client.download(job_id, path, directory) for path in paths]
+        return await client.download_all(job_id, directory)
 
-    for saved in _client_call(run):
+    for saved in _client_call(server, run):
         click.echo(f"downloaded {saved}", err=True)
 
 

@@ -134,9 +134,6 @@ class Environments:
         log.info("built environment %s (%d MB)", name, self._sizes[name] // 2**20)
         return target
 
-    def ready(self, name: str) -> bool:
-        return self.built(name)
-
     async def ensure(self, name: str) -> Path:
         """The built venv, building it first if needed; concurrent callers share one build."""
         if name not in self.templates:

@@ -195,7 +195,7 @@ class JobService:
             async with self._queue_changed:
                 await self._queue_changed.wait_for(lambda: bool(self.queue))
                 job = self.jobs.get(self.queue.popleft())
-            if job is not None and not self.environments.ready(job.manifest.environment):
+            if job is not None and not self.environments.built(job.manifest.environment):
                 self._wait_for_environment(job)  # the slot goes to the next job meanwhile
                 continue
             if job is not None:
@@ -214,8 +214,7 @@ class JobService:
                 await self.environments.ensure(name)
             except Exception as error:  # the build failed: the jobs that needed it fail
                 job.failure = "environment_error"
-                self.limiter.finished(job.client_ip, job.id)
-                self._finish(job, self.clock(), str(error), counted=True)
+                self._finish(job, self.clock(), str(error))
                 return
             async with self._queue_changed:
                 self.queue.appendleft(job.id)
@@ -264,10 +263,9 @@ class JobService:
             job.failure, note = "sandbox_error", f"the sandbox failed: {error}"
         self._finish(job, started, note)
 
-    def _finish(self, job: Job, started: float, note: str | None, counted: bool = False) -> None:
-        if not counted:
-            self.limiter.cpu_used(job.client_ip, job.id, job.cpu_seconds)
-            self.limiter.finished(job.client_ip, job.id)
+    def _finish(self, job: Job, started: float, note: str | None) -> None:
+        self.limiter.cpu_used(job.client_ip, job.id, job.cpu_seconds)
+        self.limiter.finished(job.client_ip, job.id)
         job.wall_seconds = self.clock() - started
         job.finished_at = timestamp()
         job.state = "completed" if job.failure is None and job.exit_code == 0 else "failed"
