@@ -93,6 +93,8 @@ def test_unsafe_mode_warns_on_start_and_in_server_information(state_dir):
         record = run_job(server.url, "print('unsandboxed')")
         assert record["status"] == "completed"
         assert log_of(server.url, record["job_id"]) == "unsandboxed\n"
+        many = run_job(server.url, "for i in range(1200):\n    open(f'f{i:04d}', 'w').close()\n")
+        assert many["failure"] == "output_limit" and len(many["output_files"]) == 1000
 
 
 def test_serves_https_with_certificate_and_key(start_server, state_dir):

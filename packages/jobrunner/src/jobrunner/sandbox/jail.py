@@ -122,20 +122,7 @@ class Sandbox:
                 spec, status, usage, wall, backstop, log, job_cgroup, full=workdir.is_full(work)
             )
             if result.failure != "sandbox_error":
-                try:
-                    result.outputs = await asyncio.to_thread(
-                        workdir.collect,
-                        work,
-                        spec.job_dir / "outputs",
-                        spec.output_patterns,
-                        spec.inputs,
-                        spec.max_outputs,
-                    )
-                except workdir.TooManyOutputs as error:
-                    result.outputs = error.kept
-                    if result.failure is None:  # the first cause of failure is the one reported
-                        result.failure = "output_limit"
-                        result.note = f"more than {spec.max_outputs} output files; kept the first"
+                await collect_outputs(spec, work, result)
             return result
         finally:
             await asyncio.to_thread(self._cleanup, work, job_cgroup)
@@ -191,6 +178,25 @@ class Sandbox:
         sampler.cancel()
         await reader
         return status, usage, wall, backstop
+
+
+async def collect_outputs(spec: RunSpec, work: Path, result: RunResult) -> None:
+    """Copy the outputs out (in a thread); too many is `output_limit` unless the job had
+    already failed for another reason (the first cause is the one reported)."""
+    try:
+        result.outputs = await asyncio.to_thread(
+            workdir.collect,
+            work,
+            spec.job_dir / "outputs",
+            spec.output_patterns,
+            spec.inputs,
+            spec.max_outputs,
+        )
+    except workdir.TooManyOutputs as error:
+        result.outputs = error.kept
+        if result.failure is None:
+            result.failure = "output_limit"
+            result.note = f"more than {spec.max_outputs} output files; kept the first"
 
 
 async def _pump(fd: int, on_output: Callable[[bytes], None]) -> None:

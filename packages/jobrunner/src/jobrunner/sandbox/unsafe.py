@@ -10,8 +10,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from jobrunner.sandbox import workdir
-from jobrunner.sandbox.jail import BASE_ENV, RunResult, RunSpec
+from jobrunner.sandbox.jail import BASE_ENV, RunResult, RunSpec, collect_outputs
 
 
 class UnsafeRunner:
@@ -56,16 +55,10 @@ class UnsafeRunner:
         code = process.returncode
         if failure is None and code != 0:
             failure = "nonzero_exit"
-        outputs = await asyncio.to_thread(
-            workdir.collect,
-            work,
-            spec.job_dir / "outputs",
-            spec.output_patterns,
-            spec.inputs,
-            spec.max_outputs,
-        )
+        result = RunResult(code, failure, round(time.monotonic() - started, 3), 0, note=note)
+        await collect_outputs(spec, work, result)
         await asyncio.to_thread(shutil.rmtree, work, True)
-        return RunResult(code, failure, round(time.monotonic() - started, 3), 0, outputs, note)
+        return result
 
 
 def _host_path(inside: str, environment: Path) -> str:
