@@ -112,6 +112,25 @@ def build_app(
         yield
         await service.stop()
 
+    return interface(
+        info=info,
+        submit=submit,
+        status=status,
+        logs=logs,
+        stream=stream,
+        outputs=outputs,
+        download=download,
+        stats=stats,
+        environments=environments,
+        health=health,
+        lifespan=startup_and_shutdown,
+    )
+
+
+def interface(
+    *, info, submit, status, logs, stream, outputs, download, stats, environments, health, lifespan
+) -> Starlette:
+    """The jobrunner HTTP interface with these handlers: a worker's own, or the pool's."""
     app = Starlette(
         routes=[
             Route("/", info),
@@ -129,7 +148,7 @@ def build_app(
         middleware=[
             CorsPolicy.anyone(expose_headers=("Retry-After", "Content-Disposition")).middleware()
         ],
-        lifespan=startup_and_shutdown,
+        lifespan=lifespan,
     )
     app.router.redirect_slashes = False  # an API answers 404, never a redirect to guess
     return app

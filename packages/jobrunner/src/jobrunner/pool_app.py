@@ -6,14 +6,13 @@ import aiohttp
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
-from starlette.routing import Route, WebSocketRoute
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from jobrunner import __version__, errors
+from jobrunner.app import interface
 from jobrunner.pool import Pool
 from jobrunner.wire import ServerInfo
-from servekit import CorsPolicy, HTTPError, JSONResponse, TrustedProxies, client_ip
-from servekit import exception_handlers as error_handlers
+from servekit import HTTPError, JSONResponse, TrustedProxies, client_ip
 
 PASSED_HEADERS = (
     "content-type",
@@ -122,24 +121,16 @@ def build_pool_app(pool: Pool, trusted: TrustedProxies, max_upload_mb: int = 50)
         yield
         await pool.stop()
 
-    app = Starlette(
-        routes=[
-            Route("/", info),
-            Route("/submit", submit, methods=["POST"]),
-            Route("/status/{job_id}", status),
-            Route("/logs/{job_id}", proxied),
-            WebSocketRoute("/logs/{job_id}/stream", stream),
-            Route("/outputs/{job_id}", proxied),
-            Route("/download/{job_id}/{filepath:path}", proxied),
-            Route("/stats", stats),
-            Route("/environments", environments),
-            Route("/health", health),
-        ],
-        exception_handlers=error_handlers(),
-        middleware=[
-            CorsPolicy.anyone(expose_headers=("Retry-After", "Content-Disposition")).middleware()
-        ],
+    return interface(
+        info=info,
+        submit=submit,
+        status=status,
+        logs=proxied,
+        stream=stream,
+        outputs=proxied,
+        download=proxied,
+        stats=stats,
+        environments=environments,
+        health=health,
         lifespan=lifespan,
     )
-    app.router.redirect_slashes = False
-    return app
