@@ -20,6 +20,14 @@ def test_add_list_get_update_delete(marks):
     lines = listing.out.splitlines()
     assert lines[0].split() == ["ID", "TITLE", "URL", "TAGS"]
     assert "★ Rust" in lines[1] and "Python" in lines[2]  # newest first
+    assert marks("-o", "urls", "bookmark", "list", "--reverse").out.split() == [
+        "https://python.org",
+        "https://rust-lang.org",
+    ]
+    assert marks("-o", "urls", "bookmark", "list", "--sort", "title", "--reverse").out.split() == [
+        "https://rust-lang.org",
+        "https://python.org",
+    ]
     got = json.loads(marks("-o", "json", "bookmark", "get", "1").out)
     assert got[0]["title"] == "Python" and got[0]["tags"] == ["dev/python", "lang"]
     updated = marks(

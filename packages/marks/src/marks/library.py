@@ -34,13 +34,16 @@ class Invalid(MarksError):
     pass
 
 
-SORTS = {
-    "added": "added DESC, id DESC",
-    "visited": "last_visited IS NULL, last_visited DESC, id DESC",
-    "title": "title COLLATE NOCASE, id",
-    "url": "url, id",
-    "visits": "visit_count DESC, id DESC",
-    "id": "id",
+SORTS = {  # name -> (order, reversed order); unvisited bookmarks come last by default
+    "added": ("added DESC, id DESC", "added, id"),
+    "visited": (
+        "last_visited IS NULL, last_visited DESC, id DESC",
+        "last_visited IS NOT NULL, last_visited, id",
+    ),
+    "title": ("title COLLATE NOCASE, id", "title COLLATE NOCASE DESC, id DESC"),
+    "url": ("url, id", "url DESC, id DESC"),
+    "visits": ("visit_count DESC, id DESC", "visit_count, id"),
+    "id": ("id", "id DESC"),
 }
 EDITABLE = {"url", "title", "description", "tags", "starred", "archived"}
 
@@ -114,9 +117,7 @@ class Library:
         if starred is not None:
             clauses.append("starred = ?")
             params.append(int(starred))
-        order = SORTS[sort]
-        if reverse:
-            order = _reverse(order)
+        order = SORTS[sort][1 if reverse else 0]
         sql = f"SELECT {COLUMNS} FROM bookmarks"
         if clauses:
             sql += " WHERE " + " AND ".join(f"({c})" for c in clauses)
@@ -550,19 +551,3 @@ class Library:
             ),
         )
         self._link(bookmark_id, tags)
-
-
-def _reverse(order: str) -> str:
-    flipped = []
-    for part in order.split(", "):
-        if part.endswith(" DESC"):
-            flipped.append(part[:-5])
-        elif " IS NULL" in part:
-            flipped.append(part.replace(" IS NULL", " IS NOT NULL"))
-        else:
-            flipped.append(
-                part.split(" COLLATE")[0]
-                + (" COLLATE NOCASE" if "COLLATE" in part else "")
-                + " DESC"
-            )
-    return ", ".join(flipped)
