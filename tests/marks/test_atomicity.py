@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from marks import schema
 from marks.library import Library
 from marks.store import Store, StoreError
 from support.marksrun import MARKS
@@ -93,7 +94,7 @@ def test_older_database_is_migrated_and_newer_refused(tmp_path):
 
     apsw.Connection(str(empty)).close()  # version 0: nothing in it yet
     store = Store(empty)
-    assert store.value("PRAGMA user_version") == 2
+    assert store.value("PRAGMA user_version") == schema.VERSION
     store.close()
     newer = tmp_path / "newer.db"
     connection = apsw.Connection(str(newer))

@@ -3,6 +3,8 @@
 import json
 from pathlib import Path
 
+from marks import schema
+
 DATA = Path(__file__).with_name("data")
 
 
@@ -263,7 +265,7 @@ def test_db_commands(marks):
     add(marks, "https://a.example/", "--tag", "x")
     add(marks, "https://www.a.example/?utm_source=feed", "--tag", "y")
     info = json.loads(marks("-o", "json", "db", "info").out)
-    assert info["bookmarks"] == 2 and info["schema_version"] == 2
+    assert info["bookmarks"] == 2 and info["schema_version"] == schema.VERSION
     assert info["journal_mode"] == "wal"
     assert "CREATE TABLE bookmarks" in marks("db", "schema").out
     assert json.loads(marks("-o", "json", "db", "stats").out)["unread"] == 2

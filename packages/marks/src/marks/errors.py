@@ -1,19 +1,13 @@
-"""Turning any failure of a command into one line on stderr and an exit code."""
+"""The CLI's edge: any failure of a command becomes one line on stderr and an exit code.
+
+The domain errors themselves live in `marks.exceptions` (one root, `MarksError`)."""
 
 import sys
 from collections.abc import Callable
 
 import click
 
-
-def _expected() -> tuple[type[BaseException], ...]:
-    from marks.filters import FilterError
-    from marks.formats import FormatError
-    from marks.library import MarksError
-    from marks.settings import ConfigError
-    from marks.store import StoreError
-
-    return MarksError, FormatError, ConfigError, StoreError, FilterError, OSError
+from marks.exceptions import MarksError
 
 
 def handled(run: Callable[[], object]) -> int:
@@ -33,7 +27,7 @@ def handled(run: Callable[[], object]) -> int:
     except BrokenPipeError:
         return 0  # `marks bookmark list | head` is not an error
     except Exception as error:
-        if isinstance(error, _expected()):
+        if isinstance(error, MarksError | OSError):
             message = str(error) or type(error).__name__
             print(f"marks: {message.splitlines()[0]}", file=sys.stderr)
             return 1

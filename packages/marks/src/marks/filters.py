@@ -17,6 +17,7 @@ import re
 from typing import Any
 
 from marks import clock, search
+from marks.exceptions import Invalid
 
 TEXT = {"url": "url", "title": "title", "description": "description", "domain": "domain"}
 NUMBER = {"id": "id", "visits": "visit_count", "visit_count": "visit_count"}
@@ -34,7 +35,7 @@ FLAGS = {
 _TOKEN = re.compile(r'\s*(?:(\(|\))|(<=|>=|!=|=|<|>|~)|("(?:[^"\\]|\\.)*")|([^\s()<>=!~"]+))')
 
 
-class FilterError(ValueError):
+class FilterError(Invalid):
     pass
 
 

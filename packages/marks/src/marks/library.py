@@ -10,28 +10,13 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
 from marks import clock, search, tagnames, urls
+from marks.exceptions import Duplicate, Invalid, MarksError, NotFound
 from marks.rows import COLUMNS
 from marks.rows import to_bookmark as row_to_bookmark
 from marks.store import Store
 from marks.wire import Bookmark, ImportReport, SearchHit, TagCount, TagStats, TagUse
 
-
-class MarksError(Exception):
-    """An operation failed; str(error) is the one line to show."""
-
-
-class NotFound(MarksError):
-    pass
-
-
-class Duplicate(MarksError):
-    def __init__(self, existing_id: int, url: str) -> None:
-        super().__init__(f"already bookmarked as {existing_id}: {url}")
-        self.existing_id = existing_id
-
-
-class Invalid(MarksError):
-    pass
+__all__ = ["Duplicate", "Invalid", "Library", "MarksError", "NotFound", "Record"]
 
 
 SORTS = {  # name -> (order, reversed order); unvisited bookmarks come last by default
@@ -67,7 +52,7 @@ def _clean_tags(names: Iterable[str]) -> list[str]:
             tag = tagnames.normalise(name)
         except tagnames.InvalidTag as error:
             raise Invalid(str(error)) from None
-        seen.setdefault(nocase(tag), tag)
+        seen.setdefault(tagnames.key(tag), tag)
     return sorted(seen.values(), key=nocase)
 
 
@@ -136,8 +121,8 @@ class Library:
     def tag_names(self, prefix: str = "", limit: int = 200) -> list[str]:
         """Tags starting with `prefix` (for completion)."""
         rows = self.store.execute(
-            "SELECT name FROM tags WHERE name LIKE ? ESCAPE '\\' ORDER BY name LIMIT ?",
-            (search.like_escape(prefix) + "%", limit),
+            "SELECT name FROM tags WHERE key LIKE ? ESCAPE '\\' ORDER BY key LIMIT ?",
+            (search.like_escape(prefix.casefold()) + "%", limit),
         )
         return [name for (name,) in rows]
 
@@ -219,10 +204,14 @@ class Library:
         return bookmark_id
 
     def _tag_id(self, name: str) -> int:
-        folded = nocase(name)
+        """The tag's id, created on first use; a name that differs only in case (in any script)
+        is the same tag, and keeps the spelling it was first stored with."""
+        folded = tagnames.key(name)
         if folded not in self._tag_ids:
-            self.store.execute("INSERT OR IGNORE INTO tags (name) VALUES (?)", (name,))
-            self._tag_ids[folded] = self.store.value("SELECT id FROM tags WHERE name = ?", (name,))
+            self.store.execute(
+                "INSERT OR IGNORE INTO tags (name, key) VALUES (?, ?)", (name, folded)
+            )
+            self._tag_ids[folded] = self.store.value("SELECT id FROM tags WHERE key = ?", (folded,))
         return self._tag_ids[folded]
 
     def _link(self, bookmark_id: int, tags: Iterable[str]) -> None:
@@ -327,7 +316,7 @@ class Library:
     def tag_copy(self, tag: str, ids: Iterable[int]) -> int:
         """Copy an existing tag onto bookmarks; returns how many did not have it yet."""
         (name,) = _clean_tags([tag])
-        if not self.store.value("SELECT 1 FROM tags WHERE name = ?", (name,)):
+        if not self.store.value("SELECT 1 FROM tags WHERE key = ?", (tagnames.key(name),)):
             raise NotFound(f"no tag {name!r} to copy")
         return self.tag_add(name, ids)
 
@@ -378,7 +367,7 @@ class Library:
         (name,) = _clean_tags([tag])
         ids = list(ids)
         with self.store.transaction():
-            tag_id = self.store.value("SELECT id FROM tags WHERE name = ?", (name,))
+            tag_id = self.store.value("SELECT id FROM tags WHERE key = ?", (tagnames.key(name),))
             if tag_id is None:
                 raise NotFound(f"no tag {name!r}")
             removed = 0
@@ -410,16 +399,20 @@ class Library:
         old_name, new_name, affected = self.rename_preview(old, new)
         with self.store.transaction():
             rows = self.store.execute(
-                "SELECT id, name FROM tags WHERE name = ? OR name LIKE ? ESCAPE '\\'",
-                (old_name, search.like_prefix(old_name)),
+                "SELECT id, name FROM tags WHERE key = ? OR key LIKE ? ESCAPE '\\'",
+                search.tag_bindings(old_name),
             ).fetchall()
+            depth = old_name.count("/") + 1
             for tag_id, name in rows:
-                target = new_name + name[len(old_name) :]
+                target = "/".join([new_name, *name.split("/")[depth:]])
                 existing = self.store.value(
-                    "SELECT id FROM tags WHERE name = ? AND id != ?", (target, tag_id)
+                    "SELECT id FROM tags WHERE key = ? AND id != ?", (tagnames.key(target), tag_id)
                 )
                 if existing is None:
-                    self.store.execute("UPDATE tags SET name = ? WHERE id = ?", (target, tag_id))
+                    self.store.execute(
+                        "UPDATE tags SET name = ?, key = ? WHERE id = ?",
+                        (target, tagnames.key(target), tag_id),
+                    )
                 else:
                     self.store.execute(
                         "INSERT OR IGNORE INTO bookmark_tags (bookmark_id, tag_id) "
@@ -498,7 +491,7 @@ class Library:
         transactional), so a failure or crash restores them with everything else. Yields the set
         of existing bookmarks whose tags changed, whose tag text is refreshed at the end.
         """
-        names = ("bookmarks_fts_insert", "bookmark_tags_added")
+        names = ("bookmarks_fts_insert", "bookmarks_words_insert", "bookmark_tags_added")
         saved = [
             self.store.value(
                 "SELECT sql FROM sqlite_schema WHERE type = 'trigger' AND name = ?", (name,)
@@ -517,12 +510,13 @@ class Library:
                 "WHERE bt.bookmark_id = bookmarks.id ORDER BY t.name)) WHERE id = ?",
                 [(bookmark_id,) for bookmark_id in merged],
             )
-        self.store.execute(
-            "INSERT INTO bookmarks_fts (rowid, title, description, url, tags) "
-            "SELECT id, title, description, url, tags FROM bookmarks "
-            "WHERE id >= ?",
-            (first_new,),
-        )
+        for index in ("bookmarks_fts", "bookmarks_words"):  # the stemmed and the prefix index
+            self.store.execute(
+                f"INSERT INTO {index} (rowid, title, description, url, tags) "
+                "SELECT id, title, description, url, tags FROM bookmarks "
+                "WHERE id >= ?",
+                (first_new,),
+            )
         for sql in saved:
             self.store.execute(sql)
 

@@ -8,7 +8,7 @@ import datetime as dt
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from marks import clock, search, vfs
+from marks import clock, search, tagnames, vfs
 from marks.library import Library, NotFound
 from marks.rows import COLUMNS, to_bookmark
 from marks.wire import Bookmark
@@ -66,7 +66,7 @@ class Filesystem:
     def _tag_or_bookmark(self, location: vfs.Location) -> vfs.Location:
         name = location.tag or ""
         if self.store.value(
-            "SELECT 1 FROM tags WHERE name = ? OR name LIKE ? ESCAPE '\\' LIMIT 1",
+            "SELECT 1 FROM tags WHERE key = ? OR key LIKE ? ESCAPE '\\' LIMIT 1",
             search.tag_bindings(name),
         ):
             return location
@@ -161,7 +161,8 @@ class Filesystem:
     def _tag_dirs(self, prefix: str, counts: bool) -> list[Entry]:
         if prefix:
             rows = self.store.execute(
-                "SELECT name FROM tags WHERE name LIKE ? ESCAPE '\\'", (search.like_prefix(prefix),)
+                "SELECT name FROM tags WHERE key LIKE ? ESCAPE '\\'",
+                (search.like_prefix(tagnames.key(prefix)),),
             )
         else:
             rows = self.store.execute("SELECT name FROM tags")

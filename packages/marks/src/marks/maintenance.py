@@ -61,6 +61,7 @@ def stats(library: Library) -> dict:
 def schema_sql(library: Library) -> str:
     rows = library.store.execute(
         "SELECT sql FROM sqlite_schema WHERE sql IS NOT NULL AND name NOT LIKE 'bookmarks_fts_%' "
+        "AND name NOT LIKE 'bookmarks_words_%' "
         "ORDER BY type = 'table' DESC, name"
     )
     return ";\n\n".join(row[0] for row in rows) + ";\n"
@@ -100,14 +101,22 @@ def merge_duplicates(library: Library, groups: list[list[int]]) -> int:
 
 def build_index(library: Library) -> int:
     with library.store.transaction():
-        library.store.execute("INSERT INTO bookmarks_fts (bookmarks_fts) VALUES ('rebuild')")
+        for index in ("bookmarks_fts", "bookmarks_words"):  # stemmed words, and prefixes
+            library.store.execute(f"INSERT INTO {index} ({index}) VALUES ('rebuild')")
     return library.count()
 
 
 def index_stats(library: Library) -> dict:
     store = library.store
-    store.execute("INSERT INTO bookmarks_fts (bookmarks_fts, rank) VALUES ('integrity-check', 1)")
-    pages = store.value("SELECT count(*) FROM dbstat WHERE name LIKE 'bookmarks_fts%'") or 0
+    for index in ("bookmarks_fts", "bookmarks_words"):
+        store.execute(f"INSERT INTO {index} ({index}, rank) VALUES ('integrity-check', 1)")
+    pages = (
+        store.value(
+            "SELECT count(*) FROM dbstat WHERE name LIKE 'bookmarks_fts%' "
+            "OR name LIKE 'bookmarks_words%'"
+        )
+        or 0
+    )
     page_size = store.value("PRAGMA page_size")
     return {
         "indexed_rows": store.value("SELECT count(*) FROM bookmarks_fts_docsize"),
@@ -119,6 +128,7 @@ def index_stats(library: Library) -> dict:
         else None,
         "size_bytes": pages * page_size,
         "tokenizer": "porter unicode61 remove_diacritics 2",
+        "prefix_tokenizer": "unicode61 remove_diacritics 2",
         "integrity": "ok",
         "schema_version": schema.VERSION,
     }

@@ -95,6 +95,50 @@ MIGRATIONS: list[str] = [
     );
     CREATE INDEX reading_queue_open ON reading_queue (completed_at, priority, progress);
     """,
+    # 3 (search words): an unstemmed copy of the full-text index, so `programm*` finds
+    # "Programming" (prefixes against the porter index match stems only: "program").
+    """
+    CREATE VIRTUAL TABLE bookmarks_words USING fts5 (
+        title, description, url, tags,
+        content = 'bookmarks', content_rowid = 'id',
+        tokenize = 'unicode61 remove_diacritics 2'
+    );
+    CREATE TRIGGER bookmarks_words_insert AFTER INSERT ON bookmarks BEGIN
+        INSERT INTO bookmarks_words (rowid, title, description, url, tags)
+        VALUES (NEW.id, NEW.title, NEW.description, NEW.url, NEW.tags);
+    END;
+    CREATE TRIGGER bookmarks_words_delete AFTER DELETE ON bookmarks BEGIN
+        INSERT INTO bookmarks_words (bookmarks_words, rowid, title, description, url, tags)
+        VALUES ('delete', OLD.id, OLD.title, OLD.description, OLD.url, OLD.tags);
+    END;
+    CREATE TRIGGER bookmarks_words_update AFTER UPDATE OF title, description, url, tags
+    ON bookmarks BEGIN
+        INSERT INTO bookmarks_words (bookmarks_words, rowid, title, description, url, tags)
+        VALUES ('delete', OLD.id, OLD.title, OLD.description, OLD.url, OLD.tags);
+        INSERT INTO bookmarks_words (rowid, title, description, url, tags)
+        VALUES (NEW.id, NEW.title, NEW.description, NEW.url, NEW.tags);
+    END;
+    INSERT INTO bookmarks_words (bookmarks_words) VALUES ('rebuild');
+    """,
+    # 4 (tag keys): tags are one whatever their case in every script (`Äpfel` = `äpfel`), so
+    # each carries its Unicode case-folded name (the `casefold()` function the store registers).
+    # Tags that now collide are merged into the oldest spelling, every bookmark keeping its tags;
+    # `tag_merges` records each merge and the store reports them once.
+    """
+    ALTER TABLE tags ADD COLUMN key TEXT NOT NULL DEFAULT '';
+    UPDATE tags SET key = casefold(name);
+    CREATE TABLE tag_merges (name TEXT NOT NULL, kept TEXT NOT NULL, bookmarks INTEGER NOT NULL);
+    INSERT INTO tag_merges (name, kept, bookmarks)
+        SELECT t.name, k.name, (SELECT count(*) FROM bookmark_tags WHERE tag_id = t.id)
+        FROM tags t JOIN tags k ON k.id = (SELECT min(id) FROM tags WHERE key = t.key)
+        WHERE t.id != k.id ORDER BY t.id;
+    INSERT OR IGNORE INTO bookmark_tags (bookmark_id, tag_id)
+        SELECT bt.bookmark_id, (SELECT min(id) FROM tags k WHERE k.key = t.key)
+        FROM bookmark_tags bt JOIN tags t ON t.id = bt.tag_id
+        WHERE t.id != (SELECT min(id) FROM tags k WHERE k.key = t.key);
+    DELETE FROM tags WHERE id != (SELECT min(id) FROM tags k WHERE k.key = tags.key);
+    CREATE UNIQUE INDEX tags_key ON tags (key);
+    """,
 ]
 
 VERSION = len(MIGRATIONS)

@@ -7,27 +7,36 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import platformdirs
+
+from marks.exceptions import MarksError
+
+APP = "marks"
 OUTPUTS = ("table", "json", "csv", "urls", "plain")
 
 
-class ConfigError(ValueError):
+class ConfigError(MarksError):
     pass
 
 
-def _xdg(variable: str, fallback: str) -> Path:
-    return Path(os.environ.get(variable) or os.path.expanduser(fallback))
-
-
+# platformdirs follows XDG on Linux (and each platform's own rules elsewhere).
 def config_path() -> Path:
-    return _xdg("XDG_CONFIG_HOME", "~/.config") / "marks" / "config.toml"
+    return Path(platformdirs.user_config_dir(APP)) / "config.toml"
 
 
 def data_dir() -> Path:
-    return _xdg("XDG_DATA_HOME", "~/.local/share") / "marks"
+    return Path(platformdirs.user_data_dir(APP))
 
 
 def state_dir() -> Path:
-    return _xdg("XDG_STATE_HOME", "~/.local/state") / "marks"
+    return Path(platformdirs.user_state_dir(APP))
+
+
+def default_db() -> Path:
+    """The database when nothing names one; its directory is created on first use."""
+    path = data_dir() / "marks.db"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return path
 
 
 @dataclass(frozen=True)

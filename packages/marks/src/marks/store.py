@@ -11,23 +11,34 @@ from pathlib import Path
 import apsw
 
 from marks import schema
+from marks.exceptions import MarksError
 
 
-class StoreError(RuntimeError):
+class StoreError(MarksError):
     """The database cannot be used (locked, corrupt, newer than this program)."""
+
+
+def _casefold(text: object) -> object:
+    return text.casefold() if isinstance(text, str) else text
 
 
 class Store:
     def __init__(self, path: Path | str) -> None:
         self.path = str(path)
-        if self.path != ":memory:":
-            Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+        self.notices: list[str] = []  # what opening the file changed that a person should know
+        if self.path != ":memory:" and not Path(self.path).parent.is_dir():
+            # A typo in --db must not leave directories and an empty database behind.
+            raise StoreError(
+                f"cannot open {self.path}: directory {Path(self.path).parent} does not exist"
+            )
         try:
             self.db = apsw.Connection(self.path)
             self.db.setbusytimeout(5000)
             self.db.execute("PRAGMA journal_mode = WAL")
             self.db.execute("PRAGMA foreign_keys = ON")
             self.db.execute("PRAGMA synchronous = NORMAL")  # safe with WAL: commits stay atomic
+            # Tag keys (schema 4) are Unicode case folds, which SQLite's NOCASE (ASCII) is not.
+            self.db.create_scalar_function("casefold", _casefold, 1, deterministic=True)
             self._migrate()
         except apsw.Error as error:
             raise StoreError(f"cannot open {self.path}: {error}") from None
@@ -41,10 +52,23 @@ class Store:
             )
         if version == schema.VERSION:
             return
+        had_merges = self._has_table("tag_merges")
         with self.transaction():
             for number in range(version, schema.VERSION):
                 self.db.execute(schema.MIGRATIONS[number])
             self.db.execute(f"PRAGMA user_version = {schema.VERSION}")
+        if not had_merges and version:  # tags that became one when tag keys were folded
+            self.notices += [
+                f"tag {name!r} merged into {kept!r} ({count} bookmark(s)): tags ignore case now"
+                for name, kept, count in self.db.execute(
+                    "SELECT name, kept, bookmarks FROM tag_merges"
+                )
+            ]
+
+    def _has_table(self, name: str) -> bool:
+        return bool(
+            self.db.execute("SELECT 1 FROM sqlite_schema WHERE name = ?", (name,)).fetchone()
+        )
 
     @contextlib.contextmanager
     def transaction(self) -> Iterator[apsw.Connection]:

@@ -1,7 +1,9 @@
 """Tag names: `/` makes a hierarchy; commas and line breaks separate tags, so never inside one."""
 
+from marks.exceptions import Invalid
 
-class InvalidTag(ValueError):
+
+class InvalidTag(Invalid):
     pass
 
 
@@ -29,5 +31,11 @@ def ancestors(name: str) -> list[str]:
 
 def is_within(name: str, parent: str) -> bool:
     """True for the tag itself and every descendant (case-insensitive, like the table)."""
-    name, parent = name.casefold(), parent.casefold()
+    name, parent = key(name), key(parent)
     return name == parent or name.startswith(parent + "/")
+
+
+def key(name: str) -> str:
+    """What makes two tag names one tag: Unicode case folding, so `Äpfel` and `äpfel` (and
+    `STRASSE` and `straße`) are one tag in every script, not only ASCII as SQLite's NOCASE."""
+    return name.strip().strip("/").casefold()

@@ -21,7 +21,8 @@ import datetime as dt
 import posixpath
 from dataclasses import dataclass
 
-from marks import search
+from marks import search, tagnames
+from marks.exceptions import NotFound
 
 TOP = (
     "bookmarks",
@@ -45,7 +46,7 @@ POPULAR_SIZE = 100
 NEWEST = "added DESC, id DESC"
 
 
-class PathError(ValueError):
+class PathError(NotFound):
     """No such path; the message is the one line to show."""
 
 
@@ -241,7 +242,7 @@ def resolve(cwd: str, path: str, now: dt.datetime) -> Location:
         # directories. A numeric last part may instead be a bookmark: listing.py decides.
         return Location(
             absolute,
-            Selection(search.exact_tag_clause(), (name,)),
+            Selection(search.exact_tag_clause(), (tagnames.key(name),)),
             Subdirs("tags", (name,)),
             tag=name,
             subtree=Selection(search.tag_clause(), tuple(search.tag_bindings(name))),

@@ -49,7 +49,7 @@ class State:
         from marks import settings
 
         chosen = self.db or os.environ.get("MARKS_DB") or self.config["db"]
-        return Path(chosen).expanduser() if chosen else settings.data_dir() / "marks.db"
+        return Path(chosen).expanduser() if chosen else settings.default_db()
 
     @property
     def format(self) -> str:
