@@ -374,3 +374,38 @@ def test_query_contains_takes_percent_and_underscore_literally(marks):
 
     assert urls('title ~ "100%"') == ["https://a.example/"]
     assert urls("url ~ a_b") == ["https://c.example/a_b"]
+
+
+def test_search_minus_word_works_unquoted(marks):
+    add(marks, "https://a.example", "--title", "Python tips")
+    add(marks, "https://b.example", "--title", "Python and Rust")
+    add(marks, "https://c.example", "--title", "Programming Python")
+    for run in (marks, marks.process):  # Click in-process, and the real binary
+        found = run("-o", "urls", "bookmark", "search", "--fts", "python", "-rust")
+        assert found.code == 0, found.err
+        assert sorted(found.out.split()) == ["https://a.example", "https://c.example"]
+    # options still work before, between and after the words, short and long
+    found = marks("bookmark", "search", "python", "-rust", "--fts", "-n", "1", "-o", "urls")
+    assert found.code == 0 and len(found.out.split()) == 1
+    found = marks("bookmark", "search", "--fts", "programm*", "--output=json")
+    assert [item["id"] for item in json.loads(found.out)] == [3]
+    assert marks("bookmark", "search", "--fts", "--no-such", "x").code == 2
+
+
+def test_db_in_a_missing_directory_is_one_line_and_creates_nothing(marks, tmp_path):
+    import subprocess
+
+    from support.marksrun import MARKS
+
+    missing = tmp_path / "no" / "such" / "marks.db"
+    inside = marks("--db", str(missing), "bookmark", "list", db=False)
+    real = subprocess.run(
+        [MARKS, "--db", str(missing), "bookmark", "add", "https://a.example"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    expected = [f"marks: cannot open {missing}: directory {missing.parent} does not exist"]
+    assert (inside.code, inside.err.splitlines()) == (1, expected)
+    assert (real.returncode, real.stderr.splitlines()) == (1, expected)
+    assert not (tmp_path / "no").exists()

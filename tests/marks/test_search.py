@@ -126,3 +126,51 @@ def test_substring_search_without_fts(filled):
     assert set(found) == {1, 2}
     assert [h.bookmark.id for h in filled.search("100%", fts=False)] == []
     assert [h.bookmark.id for h in filled.search("reading/later", fts=False)] == [5]
+
+
+def test_prefix_matches_words_as_written_not_only_stems(library):
+    # The porter index holds "program" for "Programming": `programm*` used to find nothing.
+    library.add("https://a.example", title="Programming in Python")
+    library.add("https://b.example", title="Notes", description="programmers at work")
+    library.add("https://c.example", title="Program guide")
+    assert set(ids(library, "programm*")) == {1, 2}
+    assert set(ids(library, "program*")) == {1, 2, 3}
+    assert ids(library, "title:programm*") == [1]
+    assert ids(library, "programm* -python") == [2]
+    assert set(ids(library, "programm* OR guide")) == {1, 2, 3}
+    # stemming still applies to whole words alongside prefixes ("programs" -> "program")
+    assert set(ids(library, "programs")) == {1, 3}
+    assert ids(library, "pyth* programming") == [1]
+
+
+def test_prefix_ranking_keeps_the_title_above_the_body(library):
+    library.add("https://body.example", title="Notes", description="Programming every day")
+    library.add("https://title.example", title="Programming", description="notes")
+    assert ids(library, "programm*") == [2, 1]
+    assert ids(library, "programm* notes") == [2, 1]
+
+
+def test_prefix_index_follows_changes_and_imports(library):
+    from marks.wire import Bookmark
+
+    library.import_records([Bookmark(url="https://imported.example", title="Programmable")])
+    assert ids(library, "programma*") == [1]
+    library.update(1, title="Configurable")
+    assert ids(library, "programma*") == []
+    assert ids(library, "configura*") == [1]
+    library.delete([1])
+    assert ids(library, "configura*") == []
+
+
+def test_minus_excludes_words_phrases_and_tags(filled):
+    assert ids(filled, "language -rust") == [1]
+    assert set(ids(filled, "python -#reading")) == {1}
+    assert set(ids(filled, 'language -"fearless concurrency"')) == {1}
+
+
+def test_shell_words_keep_their_phrases():
+    from marks.query import quote_words
+
+    assert quote_words(["a phrase", "word"]) == '"a phrase" word'
+    assert quote_words(["tag:two words", "-a b", "#x y"]) == 'tag:"two words" -"a b" #"x y"'
+    assert quote_words(['"already"', "prefix*"]) == '"already" prefix*'

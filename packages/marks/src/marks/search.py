@@ -152,9 +152,9 @@ def full_text(store: Any, text: str, limit: int | None) -> list[SearchHit]:
             unranked = " AND ".join(f"r{n}.score IS NULL" for n in range(len(rankings)))
             sql = (
                 f"WITH {', '.join(ctes)} SELECT {QUALIFIED}, "
-                f"CASE WHEN {unranked} THEN NULL ELSE {scored} END AS score "
+                f"CASE WHEN {unranked} THEN NULL ELSE {scored} END AS total "
                 f"FROM bookmarks b{joins} WHERE {where} "
-                "ORDER BY score IS NULL, score, b.id DESC LIMIT ?"
+                "ORDER BY total IS NULL, total, b.id DESC LIMIT ?"
             )
         else:
             sql = (

@@ -61,7 +61,10 @@ class State:
             from marks.library import Library
             from marks.store import Store
 
-            self._library = Library(Store(self.db_path))
+            store = Store(self.db_path)
+            for notice in store.notices:  # e.g. tags merged by a migration: never silent
+                click.echo(f"marks: {notice}", err=True)
+            self._library = Library(store)
         return self._library
 
 
@@ -111,7 +114,7 @@ def state() -> State:
 
 def confirm(message: str) -> None:
     """Bulk and destructive operations: ask on a terminal, obey --yes, refuse otherwise."""
-    from marks.library import MarksError
+    from marks.exceptions import MarksError
 
     if state().yes:
         return
