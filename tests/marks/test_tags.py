@@ -63,7 +63,7 @@ def test_migration_merges_tags_that_collide_and_reports_them(tmp_path):
 
 
 def test_migration_report_reaches_the_cli(marks, db_path):
-    marks("bookmark", "add", "https://a.example", "--tag", "x")
+    marks("bookmark", "add", "https://a.example", "--tag", "Äpfel")
     db = apsw.Connection(str(db_path))
     from marks import schema
 
@@ -72,9 +72,11 @@ def test_migration_report_reaches_the_cli(marks, db_path):
     )
     db.execute("DROP INDEX tags_key; DROP TABLE tag_merges; ALTER TABLE tags DROP COLUMN key")
     db.execute(f"PRAGMA user_version = {old_version}")
-    db.execute("INSERT INTO tags (name) VALUES ('X')")
+    db.execute("INSERT INTO tags (name) VALUES ('äpfel')")  # NOCASE let it in (not ASCII)
     db.execute("INSERT INTO bookmark_tags VALUES (1, 2)")
     db.close()
     result = marks("bookmark", "list")
     assert result.code == 0
-    assert "marks: tag 'X' merged into 'x' (1 bookmark(s)): tags ignore case now" in result.err
+    assert "marks: tag 'äpfel' merged into 'Äpfel' (1 bookmark(s)): tags ignore case now" in (
+        result.err
+    )
