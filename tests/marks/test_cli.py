@@ -285,17 +285,50 @@ def test_config_show_set_init(marks, tmp_path):
     assert marks("config", "set", "output", "json").code == 0
     assert marks("bookmark", "list").out == "[]\n"  # the configured default applies
     for key, value, message in [
-        ("output", "xml", "must be one of"),
-        ("colour", "red", "unknown config key"),
-        ("list_limit", "many", "whole number"),
-        ("search_fts", "maybe", "true or false"),
+        ("output", "xml", "output: Invalid enum value 'xml' (default output format (table, "),
+        ("colour", "red", "unknown config key 'colour'"),
+        ("list_limit", "many", "list_limit: Expected `int`, got `str`"),
+        ("list_limit", "-5", "list_limit: Expected `int` >= 0"),
+        ("search_limit", "0", "search_limit: Expected `int` >= 1"),
+        ("search_fts", "maybe", "search_fts: Expected `bool`, got `str`"),
     ]:
         result = marks("config", "set", key, value)
-        assert result.code == 1 and message in result.err, (key, result.err)
+        assert result.code == 1 and len(result.err.splitlines()) == 1, (key, result.err)
+        assert result.err.startswith(f"marks: {message}"), (key, result.err)
     shown = json.loads(marks("config", "show").out)
     assert shown["values"]["output"] == "json"
     config_file = Path(shown["path"])
-    assert config_file.read_text().strip().splitlines()[0].startswith(("db", "output"))
+    assert config_file.read_text().strip().splitlines()[0].startswith(("# database", "db"))
+
+
+def test_config_show_is_toml_and_set_takes_negative_looking_values(marks):
+    import tomllib
+
+    assert marks("config", "set", "search_fts", "yes").err == "search_fts = true\n"
+    assert marks("config", "set", "list_limit", "7").code == 0
+    shown = marks("config", "show")
+    assert shown.code == 0
+    values = tomllib.loads(shown.out)
+    assert values == {
+        "db": "",
+        "output": "table",
+        "list_limit": 7,
+        "search_limit": 50,
+        "search_fts": True,
+        "aliases": {},
+    }
+    refused = marks.process("config", "set", "list_limit", "-5")  # the real binary too
+    assert refused.code == 1 and "No such option" not in refused.err
+    assert refused.err.startswith("marks: list_limit: Expected `int` >= 0")
+    assert tomllib.loads(marks("config", "show").out)["list_limit"] == 7  # nothing half-written
+    broken = Path(json.loads(marks("-o", "json", "config", "show").out)["path"])
+    broken.write_text("list_limit = -1\n")
+    result = marks("bookmark", "list")
+    assert result.code == 1
+    assert (
+        result.err
+        == f"marks: {broken}: list_limit: Expected `int` >= 0 (bookmarks `bookmark list` shows by default (0: all))\n"
+    )
 
 
 def test_version_and_help_of_every_group(marks):

@@ -9,7 +9,7 @@ import datetime as dt
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
-from marks import clock, search, tagnames, urls
+from marks import clock, limits, search, tagnames, urls
 from marks.exceptions import Duplicate, Invalid, MarksError, NotFound
 from marks.rows import COLUMNS
 from marks.rows import to_bookmark as row_to_bookmark
@@ -118,7 +118,7 @@ class Library:
         bindings = [value for name in names for value in search.tag_bindings(name)]
         return self.list_bookmarks(where=where, bindings=bindings)
 
-    def tag_names(self, prefix: str = "", limit: int = 200) -> list[str]:
+    def tag_names(self, prefix: str = "", limit: int = limits.COMPLETIONS) -> list[str]:
         """Tags starting with `prefix` (for completion)."""
         rows = self.store.execute(
             "SELECT name FROM tags WHERE key LIKE ? ESCAPE '\\' ORDER BY key LIMIT ?",
@@ -134,7 +134,9 @@ class Library:
         for row in self.store.execute(f"SELECT {COLUMNS} FROM bookmarks ORDER BY id"):
             yield row_to_bookmark(row)
 
-    def search(self, text: str, *, fts: bool = True, limit: int | None = 50) -> list[SearchHit]:
+    def search(
+        self, text: str, *, fts: bool = True, limit: int | None = limits.SEARCH_RESULTS
+    ) -> list[SearchHit]:
         try:
             if fts:
                 return search.full_text(self.store, text, limit)

@@ -8,12 +8,12 @@ import datetime as dt
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from marks import clock, search, tagnames, vfs
+from marks import clock, limits, search, tagnames, vfs
 from marks.library import Library, NotFound
 from marks.rows import COLUMNS, to_bookmark
 from marks.wire import Bookmark
 
-DISPLAY_LIMIT = 200  # bookmarks an `ls` shows before saying how many more there are
+DISPLAY_LIMIT = limits.LS_SHOWN
 
 
 @dataclass

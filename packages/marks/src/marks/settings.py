@@ -3,12 +3,13 @@
 import os
 import tempfile
 import tomllib
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, Literal
 
+import msgspec
 import platformdirs
 
+from marks import limits
 from marks.exceptions import MarksError
 
 APP = "marks"
@@ -39,84 +40,88 @@ def default_db() -> Path:
     return path
 
 
-@dataclass(frozen=True)
-class Key:
-    kind: type
-    default: Any
-    help: str
-    choices: tuple[str, ...] = ()
+class Config(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
+    """Every setting and its type: the one schema for loading the file and for `config set`."""
+
+    db: str = ""
+    output: Literal["table", "json", "csv", "urls", "plain"] = "table"
+    list_limit: Annotated[int, msgspec.Meta(ge=0)] = 0
+    search_limit: Annotated[int, msgspec.Meta(ge=1)] = limits.SEARCH_RESULTS
+    search_fts: bool = False
+    aliases: dict[str, str] = msgspec.field(default_factory=dict)
 
 
-KEYS: dict[str, Key] = {
-    "db": Key(str, "", "database file (empty: $XDG_DATA_HOME/marks/marks.db)"),
-    "output": Key(str, "table", "default output format", OUTPUTS),
-    "list_limit": Key(int, 0, "bookmarks `bookmark list` shows by default (0: all)"),
-    "search_limit": Key(int, 50, "results `bookmark search` shows by default"),
-    "search_fts": Key(bool, False, "use ranked full-text search without --fts"),
-    "aliases": Key(dict, {}, "shell aliases (set them with `alias` in `marks shell`)"),
+HELP: dict[str, str] = {
+    "db": "database file (empty: the XDG data directory's marks/marks.db)",
+    "output": f"default output format ({', '.join(OUTPUTS)})",
+    "list_limit": "bookmarks `bookmark list` shows by default (0: all)",
+    "search_limit": "results `bookmark search` shows by default",
+    "search_fts": "use ranked full-text search without --fts (true or false)",
+    "aliases": "shell aliases (set them with `alias` in `marks shell`)",
 }
+KEYS = Config.__struct_fields__
+KEYS_BOOL = {name: type(getattr(Config(), name)) is bool for name in KEYS}
+TABLES = ("aliases",)  # keys that are TOML tables: set in the shell, written after the others
 
 
-def _check(name: str, value: Any) -> Any:
-    key = KEYS.get(name)
-    if key is None:
-        raise ConfigError(f"unknown config key {name!r} (known: {', '.join(KEYS)})")
-    if (
-        (key.kind is bool and not isinstance(value, bool))
-        or (key.kind is int and (isinstance(value, bool) or not isinstance(value, int)))
-        or (key.kind is str and not isinstance(value, str))
-    ):
-        raise ConfigError(f"{name} must be {key.kind.__name__}, not {value!r}")
-    if key.choices and value not in key.choices:
-        raise ConfigError(f"{name} must be one of {', '.join(key.choices)}, not {value!r}")
-    if key.kind is int and value < 0:
-        raise ConfigError(f"{name} must not be negative")
-    return value
-
-
-def parse_value(name: str, text: str) -> Any:
-    """A value typed on the command line, converted to the key's type."""
-    key = KEYS.get(name)
-    if key is None:
-        _check(name, None)
-    assert key is not None
-    if key.kind is dict:
-        raise ConfigError(f"{name} is a table: edit it in the shell (alias NAME=COMMAND)")
-    if key.kind is bool:
-        lowered = text.strip().lower()
-        if lowered not in ("true", "false", "yes", "no", "1", "0", "on", "off"):
-            raise ConfigError(f"{name} must be true or false, not {text!r}")
-        return _check(name, lowered in ("true", "yes", "1", "on"))
-    if key.kind is int:
-        try:
-            return _check(name, int(text))
-        except ValueError:
-            raise ConfigError(f"{name} must be a whole number, not {text!r}") from None
-    return _check(name, text)
+def _checked(values: dict[str, Any], where: str, *, strict: bool = True) -> Config:
+    try:
+        return msgspec.convert(values, Config, strict=strict)
+    except msgspec.ValidationError as error:
+        message = str(error)
+        unknown = sorted(set(values) - set(KEYS))
+        if unknown:
+            raise ConfigError(
+                f"{where}unknown config key {unknown[0]!r} (known: {', '.join(KEYS)})"
+            ) from None
+        message, _, path = message.partition(" - at `$.")
+        name = path.rstrip("`").split(".")[0].split("[")[0]
+        hint = f" ({HELP[name]})" if name in HELP else ""
+        raise ConfigError(f"{where}{name}: {message}{hint}") from None
 
 
 def load(path: Path | None = None) -> dict[str, Any]:
+    """The settings in effect: the file's values over the defaults, checked by `Config`."""
     path = path or config_path()
-    values = {name: key.default for name, key in KEYS.items()}
     if not path.exists():
-        return values
+        return msgspec.structs.asdict(Config())
     try:
         found = tomllib.loads(path.read_text())
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as error:
         raise ConfigError(f"{path} is not valid TOML: {error}") from None
-    for name, value in found.items():
-        values[name] = _check(name, value)
-    return values
+    return msgspec.structs.asdict(_checked(found, f"{path}: "))
+
+
+def parse_value(name: str, text: str) -> Any:
+    """A value typed on the command line, converted to the key's type by the same schema."""
+    if name not in KEYS:
+        raise ConfigError(f"unknown config key {name!r} (known: {', '.join(KEYS)})")
+    if name in TABLES:
+        raise ConfigError(f"{name} is a table: edit it in the shell (alias NAME=COMMAND)")
+    if KEYS_BOOL.get(name):  # what people type for a switch, beyond msgspec's true/false/1/0
+        text = {"yes": "true", "on": "true", "no": "false", "off": "false"}.get(
+            text.strip().lower(), text.strip()
+        )
+    return getattr(_checked({name: text}, "", strict=False), name)
+
+
+def to_toml(values: dict[str, Any], *, comments: bool = False) -> str:
+    """Settings as TOML text (tables last, as TOML needs), each key under its help line."""
+    import tomli_w
+
+    parts = []
+    for name in [*(n for n in values if n not in TABLES), *(n for n in values if n in TABLES)]:
+        text = tomli_w.dumps({name: values[name]})
+        parts.append((f"# {HELP[name]}\n" if comments and name in HELP else "") + text)
+    return "\n".join(parts)
 
 
 def _write(path: Path, values: dict[str, Any]) -> None:
-    import tomli_w
-
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, temporary = tempfile.mkstemp(prefix=".config-", suffix=".toml", dir=path.parent)
     try:
-        with os.fdopen(fd, "wb") as handle:
-            tomli_w.dump(values, handle)
+        with os.fdopen(fd, "w") as handle:
+            handle.write(to_toml(values, comments=True))
         os.replace(temporary, path)  # readers see the old file or the new one, never half
     except BaseException:
         os.unlink(temporary)
@@ -127,18 +132,25 @@ def set_value(name: str, text: str, path: Path | None = None) -> Any:
     return store_value(name, parse_value(name, text), path)
 
 
+def _current(path: Path) -> dict[str, Any]:
+    try:
+        return tomllib.loads(path.read_text()) if path.exists() else {}
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as error:
+        raise ConfigError(f"{path} is not valid TOML: {error}") from None
+
+
 def store_value(name: str, value: Any, path: Path | None = None) -> Any:
     path = path or config_path()
-    value = _check(name, value)
-    current = tomllib.loads(path.read_text()) if path.exists() else {}
+    current = _current(path)
     current[name] = value
-    _write(path, current)
-    return value
+    checked = _checked(current, f"{path}: ")  # the whole file stays loadable
+    _write(path, {key: getattr(checked, key) for key in current})
+    return getattr(checked, name)
 
 
 def init(path: Path | None = None, force: bool = False) -> Path:
     path = path or config_path()
     if path.exists() and not force:
         raise ConfigError(f"{path} exists already (--force replaces it)")
-    _write(path, {name: key.default for name, key in KEYS.items()})
+    _write(path, msgspec.structs.asdict(Config()))
     return path

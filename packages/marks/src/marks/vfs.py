@@ -21,7 +21,7 @@ import datetime as dt
 import posixpath
 from dataclasses import dataclass
 
-from marks import search, tagnames
+from marks import limits, search, tagnames
 from marks.exceptions import NotFound
 
 TOP = (
@@ -42,7 +42,7 @@ TOP = (
 PERIODS = ("today", "yesterday", "this-week", "last-week", "this-month", "last-month")
 ACTIVITIES = ("visited", "added", "starred")
 DATE_FIELDS = {"added": "added", "visited": "last_visited"}
-POPULAR_SIZE = 100
+POPULAR_SIZE = limits.POPULAR
 NEWEST = "added DESC, id DESC"
 
 

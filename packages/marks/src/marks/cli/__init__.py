@@ -124,6 +124,42 @@ def confirm(message: str) -> None:
         raise click.Abort()
 
 
+class WordsCommand(click.Command):
+    """A command whose arguments may start with `-`: `search python -rust` (NOT rust),
+    `config set list_limit -5`.
+
+    Click would read `-rust` as the options -r -u -s -t. Here only the command's own option
+    spellings are options; every other argument, whatever it starts with, is an argument (as if
+    it came after `--`)."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        takes_value: dict[str, bool] = {}
+        for param in self.get_params(ctx):
+            if isinstance(param, click.Option):
+                for name in (*param.opts, *param.secondary_opts):
+                    takes_value[name] = not param.is_flag and not param.count
+        options: list[str] = []
+        words: list[str] = []
+        position = 0
+        while position < len(args):
+            arg = args[position]
+            position += 1
+            if arg == "--":
+                words += args[position:]
+                break
+            name = arg.split("=", 1)[0] if arg.startswith("--") else arg
+            if name in takes_value:
+                options.append(arg)
+                if takes_value[name] and "=" not in arg and position < len(args):
+                    options.append(args[position])
+                    position += 1
+            elif arg.startswith("--") and len(arg) > 2:
+                options.append(arg)  # an unknown long option: Click says so
+            else:
+                words.append(arg)
+        return super().parse_args(ctx, [*options, "--", *words] if words else options)
+
+
 class Group(click.Group):
     """Every command of a group takes the global options too."""
 

@@ -2,7 +2,7 @@
 
 import click
 
-from marks.cli import Group, global_options, state
+from marks.cli import Group, WordsCommand, global_options, state
 from marks.cli import output as show
 
 
@@ -14,27 +14,29 @@ def config() -> None:
 
 @config.command(name="show")
 def show_() -> None:
-    """Every setting, its value and where the file is."""
+    """Every setting in effect, as TOML (or JSON with -o json), and where the file is."""
     from marks import settings
 
     values = settings.load()
     if state().format == "json":
         show.emit_json({"path": str(settings.config_path()), "values": values})
         return
-    click.echo(f"# {settings.config_path()}")
-    for name, key in settings.KEYS.items():
-        click.echo(f"{name} = {values[name]!r}    # {key.help}")
+    click.echo(f"# {settings.config_path()}\n")
+    click.echo(settings.to_toml(values, comments=True), nl=False)
 
 
-@config.command(name="set")
+@config.command(name="set", cls=WordsCommand)
 @click.argument("key")
 @click.argument("value")
 def set_(key: str, value: str) -> None:
-    """Set KEY to VALUE (checked against the key's type; the file is replaced atomically)."""
+    """Set KEY to VALUE (checked against the key's type; the file is replaced atomically).
+
+    A VALUE starting with `-` is a value, not an option: `config set list_limit -5` says why -5
+    is refused."""
     from marks import settings
 
     stored = settings.set_value(key, value)
-    click.echo(f"{key} = {stored!r}", err=True)
+    click.echo(settings.to_toml({key: stored}).strip(), err=True)
 
 
 @config.command()

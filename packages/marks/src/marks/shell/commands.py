@@ -13,7 +13,7 @@ import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from marks import clock, vfs
+from marks import clock, limits, vfs
 from marks.library import Library, MarksError
 from marks.listing import Filesystem
 from marks.rows import NAMES
@@ -194,7 +194,7 @@ class Commands:
 
     @command("recent [visited|added|starred] [--limit N]", "the latest activity")
     def do_recent(self, args: list[str]) -> None:
-        activity, limit = "visited", 20
+        activity, limit = "visited", limits.RECENT_SHOWN
         rest = list(args)
         while rest:
             word = rest.pop(0)
