@@ -87,8 +87,64 @@ def test_other_output_formats(marks):
     assert marks("-o", "urls", "bookmark", "list").out == "https://a.example/x\n"
     assert marks("-o", "plain", "bookmark", "list").out == "1\thttps://a.example/x\tAx\n"
     csv_out = marks("-o", "csv", "bookmark", "list").out.splitlines()
-    assert csv_out[0].startswith("url,title,description,tags")
-    assert csv_out[1].startswith('https://a.example/x,Ax,,"t1,t2",0,0,')
+    assert csv_out[0].startswith("id,url,title,description,tags")
+    assert csv_out[1].startswith('1,https://a.example/x,Ax,,"t1,t2",False,False,')
+
+
+def test_every_record_listing_honours_output_and_carries_the_id(marks, library):
+    import csv
+    import io
+
+    add(marks, "https://a.example", "--title", "Alpha", "--tags", "t")
+    library.visit(1)
+    add(marks, "https://b.example", "--title", "Beta")
+    listings = [
+        ("bookmark", "list"),
+        ("bookmark", "list", "--by-date", "added"),
+        ("bookmark", "list", "--by-date", "visited", "--date-granularity", "day"),
+        ("bookmark", "search", "alpha"),
+        ("bookmark", "search", "--fts", "alph*"),
+        ("bookmark", "get", "1"),
+        ("bookmark", "query", "visits > 0"),
+        ("tag", "filter", "t"),
+        ("bookmark", "update", "1", "--title", "Alpha"),
+        ("bookmark", "visit", "1"),
+    ]
+    for command in listings:
+        as_csv = marks("-o", "csv", *command)
+        assert as_csv.code == 0, (command, as_csv.err)
+        rows = list(csv.DictReader(io.StringIO(as_csv.out)))
+        assert rows and all(row["id"].isdigit() for row in rows), (command, as_csv.out)
+        as_json = marks("-o", "json", *command)
+        value = json.loads(as_json.out)
+        items = (
+            [b for group in value for b in group["bookmarks"]] if "--by-date" in command else value
+        )
+        assert items and all(isinstance(item["id"], int) for item in items), (command, value)
+        urls = marks("-o", "urls", *command).out.split()
+        assert urls and all(url.startswith("https://") for url in urls), (command, urls)
+    dated = list(
+        csv.DictReader(
+            io.StringIO(marks("-o", "csv", "bookmark", "list", "--by-date", "added").out)
+        )
+    )
+    assert [row["period"] for row in dated] == [dated[0]["added"][:7]] * 2
+    tree = marks("-o", "csv", "tag", "tree").out.splitlines()
+    assert tree == ["tag,count,direct", "t,1,1"]
+
+
+def test_option_spellings_agree_and_old_ones_still_work(marks):
+    add(marks, "https://a.example", "--tags", "x,y", "--stars")
+    add(marks, "https://b.example", "--tag", "x", "--star")  # hidden aliases
+    listed = json.loads(marks("-o", "json", "bookmark", "list", "--filter-tags", "y").out)
+    assert [b["id"] for b in listed] == [1] and listed[0]["starred"] is True
+    assert json.loads(marks("-o", "json", "bookmark", "list", "--tag", "x").out)[0]["starred"]
+    assert marks("bookmark", "update", "2", "--no-stars").code == 0
+    assert marks("bookmark", "update", "1", "--no-star").code == 0  # hidden alias
+    assert not any(b["starred"] for b in json.loads(marks("-o", "json", "bookmark", "list").out))
+    helps = marks("bookmark", "add", "--help").out + marks("bookmark", "list", "--help").out
+    assert "--stars" in helps and "--tags" in helps and "--filter-tags" in helps
+    assert "--star " not in helps and "--tag " not in helps
 
 
 def test_errors_are_one_line_and_exit_1(marks):

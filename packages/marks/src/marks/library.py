@@ -88,17 +88,19 @@ class Library:
         limit: int | None = None,
         offset: int = 0,
         tag: str | None = None,
+        tags: Iterable[str] = (),
         starred: bool | None = None,
         where: str = "",
         bindings: Sequence[Any] = (),
     ) -> list[Bookmark]:
-        """Bookmarks in an order, optionally filtered (`where` comes from a trusted compiler)."""
+        """Bookmarks in an order, optionally filtered: with every one of `tags` (or `tag`, each
+        with its descendants), starred or not; `where` comes from a trusted compiler."""
         if sort not in SORTS:
             raise Invalid(f"unknown sort {sort!r} (use {', '.join(SORTS)})")
         clauses, params = [where] if where else [], list(bindings)
-        if tag is not None:
+        for name in [*tags, *([tag] if tag is not None else [])]:
             clauses.append(search.tag_clause())
-            params += search.tag_bindings(tag)
+            params += search.tag_bindings(name)
         if starred is not None:
             clauses.append("starred = ?")
             params.append(int(starred))

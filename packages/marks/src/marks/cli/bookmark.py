@@ -22,15 +22,29 @@ def _tags(values: tuple[str, ...]) -> list[str]:
 @click.argument("url")
 @click.option("--title", "-t", default="", help="Title.")
 @click.option("--description", "-d", default="", help="Description or notes.")
-@click.option("--tag", "tags", multiple=True, help="Tag (repeatable, or comma-separated).")
-@click.option("--star", is_flag=True, help="Star it.")
+@click.option("--tags", multiple=True, help="Tags (comma-separated, or repeat the option).")
+@click.option("--tag", "tag_alias", multiple=True, hidden=True)  # the spelling before 0.8
+@click.option("--stars", is_flag=True, help="Star it.")
+@click.option("--star", "star_alias", is_flag=True, hidden=True)  # the spelling before 0.8
 @click.option("--archived", is_flag=True, help="Mark it archived.")
 def add(
-    url: str, title: str, description: str, tags: tuple[str, ...], star: bool, archived: bool
+    url: str,
+    title: str,
+    description: str,
+    tags: tuple[str, ...],
+    tag_alias: tuple[str, ...],
+    stars: bool,
+    star_alias: bool,
+    archived: bool,
 ) -> None:
     """Add a bookmark."""
     added = state().library.add(
-        url, title=title, description=description, tags=_tags(tags), starred=star, archived=archived
+        url,
+        title=title,
+        description=description,
+        tags=_tags((*tags, *tag_alias)),
+        starred=stars or star_alias,
+        archived=archived,
     )
     show.bookmark_detail(added, state().format)
 
@@ -45,7 +59,10 @@ def add(
 @click.option("--reverse", is_flag=True, help="Reverse the order.")
 @click.option("--limit", "-n", type=click.IntRange(0), default=None, help="At most N.")
 @click.option("--offset", type=click.IntRange(0), default=0, help="Skip the first N.")
-@click.option("--tag", help="Only this tag (and its descendants).")
+@click.option(
+    "--filter-tags", multiple=True, help="Only bookmarks with this tag or its subtags (repeatable)."
+)
+@click.option("--tag", "tag_alias", multiple=True, hidden=True)  # the spelling before 0.8
 @click.option("--starred", is_flag=True, default=None, help="Only starred bookmarks.")
 @click.option(
     "--by-date",
@@ -59,7 +76,17 @@ def add(
     show_default=True,
     help="Group size for --by-date.",
 )
-def list_(sort, reverse, limit, offset, tag, starred, by_date, date_granularity) -> None:
+def list_(
+    sort: str | None,
+    reverse: bool,
+    limit: int | None,
+    offset: int,
+    filter_tags: tuple[str, ...],
+    tag_alias: tuple[str, ...],
+    starred: bool | None,
+    by_date: str | None,
+    date_granularity: str,
+) -> None:
     """List bookmarks."""
     s = state()
     limit = limit if limit is not None else (s.config["list_limit"] or None)
@@ -70,7 +97,7 @@ def list_(sort, reverse, limit, offset, tag, starred, by_date, date_granularity)
         reverse=reverse,
         limit=limit,
         offset=offset,
-        tag=tag,
+        tags=_tags((*filter_tags, *tag_alias)),
         starred=starred or None,
     )
     if not by_date:
@@ -79,19 +106,23 @@ def list_(sort, reverse, limit, offset, tag, starred, by_date, date_granularity)
     field = "last_visited" if by_date == "visited" else "added"
     items = [b for b in items if getattr(b, field) is not None]
     size = GRANULARITY[date_granularity]
+    periods = [show.when(getattr(b, field))[:size] for b in items]
     if s.format == "json":
         groups: dict[str, list] = {}
-        for b in items:
-            groups.setdefault(show.when(getattr(b, field))[:size], []).append(b)
+        for period, b in zip(periods, items, strict=True):
+            groups.setdefault(period, []).append(b)
         show.emit_json([{"period": period, "bookmarks": group} for period, group in groups.items()])
-        return
-    period = None
-    for b in items:
-        current = show.when(getattr(b, field))[:size]
-        if current != period:
-            period = current
-            click.echo(f"\n== {period} ==" if s.format == "table" else f"# {period}")
-        show.bookmarks([b], s.format if s.format != "table" else "plain")
+    elif s.format == "csv":  # one CSV, the period its first column
+        show.bookmarks(items, "csv", first=("period", periods))
+    elif s.format == "urls":  # URLs only, as the format promises
+        show.bookmarks(items, "urls")
+    else:
+        current = None
+        for period, b in zip(periods, items, strict=True):
+            if period != current:
+                current = period
+                click.echo(f"\n== {period} ==" if s.format == "table" else f"# {period}")
+            show.bookmarks([b], "plain")
 
 
 @bookmark.command(cls=WordsCommand)
@@ -135,12 +166,23 @@ def get(ids: tuple[int, ...]) -> None:
 @click.option("--add-tag", multiple=True, help="Add a tag.")
 @click.option("--remove-tag", multiple=True, help="Remove a tag.")
 @click.option("--stars/--no-stars", default=None, help="Star or unstar.")
+@click.option("--star/--no-star", "star_alias", default=None, hidden=True)  # before 0.8
 @click.option("--archived/--no-archived", default=None, help="Archive or unarchive.")
 def update(
-    bookmark_id, url, title, description, tags, add_tag, remove_tag, stars, archived
+    bookmark_id: int,
+    url: str | None,
+    title: str | None,
+    description: str | None,
+    tags: str | None,
+    add_tag: tuple[str, ...],
+    remove_tag: tuple[str, ...],
+    stars: bool | None,
+    star_alias: bool | None,
+    archived: bool | None,
 ) -> None:
     """Change a bookmark."""
     library = state().library
+    stars = stars if stars is not None else star_alias
     changes = {
         name: value
         for name, value in (

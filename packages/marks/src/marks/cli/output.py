@@ -48,7 +48,38 @@ def table(rows: Sequence[Sequence[str]], headers: Sequence[str]) -> None:
         )
 
 
-def bookmarks(items: Iterable[Bookmark | SearchHit], fmt: str) -> None:
+CSV_FIELDS = ("id", *Bookmark.__struct_fields__[1:])  # the id first, then every field
+
+
+def _csv(hits: Sequence[SearchHit], first: tuple[str, Sequence[str]] | None) -> None:
+    """Bookmarks as CSV with their ids (the export format has none: it is for other tools)."""
+    scored = any(hit.snippet is not None or hit.score is not None for hit in hits)
+    headers = [
+        *([first[0]] if first else []),
+        *CSV_FIELDS,
+        *(["score", "snippet"] if scored else []),
+    ]
+    writer = csv.writer(sys.stdout, lineterminator="\n")
+    writer.writerow(headers)
+    for number, hit in enumerate(hits):
+        fields = msgspec.to_builtins(hit.bookmark)
+        row = [
+            ",".join(value) if isinstance(value, list) else "" if value is None else value
+            for value in (fields[name] for name in CSV_FIELDS)
+        ]
+        if first:
+            row.insert(0, first[1][number])
+        if scored:
+            row += ["" if hit.score is None else hit.score, hit.snippet or ""]
+        writer.writerow(row)
+
+
+def bookmarks(
+    items: Iterable[Bookmark | SearchHit],
+    fmt: str,
+    first: tuple[str, Sequence[str]] | None = None,
+) -> None:
+    """Bookmarks in any output format; `first` is an extra leading CSV column (name, values)."""
     hits = [item if isinstance(item, SearchHit) else SearchHit(item) for item in items]
     marks = [hit.bookmark for hit in hits]
     if fmt == "json":
@@ -66,9 +97,7 @@ def bookmarks(items: Iterable[Bookmark | SearchHit], fmt: str) -> None:
         else:
             emit_json(marks)
     elif fmt == "csv":
-        from marks.formats import csvfile
-
-        csvfile.write(marks, sys.stdout)
+        _csv(hits, first)
     elif fmt == "urls":
         for bookmark in marks:
             click.echo(bookmark.url)

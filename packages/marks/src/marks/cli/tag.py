@@ -39,6 +39,12 @@ def tree() -> None:
     if state().format == "json":
         show.emit_json(_nested(counts))
         return
+    if state().format in ("csv", "plain", "urls"):  # for programs: one row per node, full path
+        show.records(
+            [{"tag": c.name, "count": c.count, "direct": c.direct} for c in counts],
+            state().format,
+        )
+        return
     for item in counts:
         depth = item.name.count("/")
         click.echo(f"{'  ' * depth}{item.name.rsplit('/', 1)[-1]} ({item.count})")
