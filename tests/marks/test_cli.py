@@ -50,7 +50,7 @@ def test_add_list_get_update_delete(marks):
     assert body["title"] == "Python.org" and body["tags"] == ["dev/python", "web"]
     assert body["starred"] is True
     assert marks("bookmark", "delete", "1", "--yes").code == 0
-    assert marks("bookmark", "get", "1").err == "marks: no bookmark with id 1\n"
+    assert marks("bookmark", "get", "1").err == "marks: no such bookmark 1\n"
 
 
 def test_global_options_before_or_after_the_group(marks, tmp_path):
@@ -152,7 +152,7 @@ def test_errors_are_one_line_and_exit_1(marks):
     for argv, message in [
         (["bookmark", "add", "https://a.example/"], "marks: already bookmarked as 1"),
         (["bookmark", "add", "ftp//broken"], "marks: not a URL"),
-        (["bookmark", "get", "99"], "marks: no bookmark with id 99"),
+        (["bookmark", "get", "99"], "marks: no such bookmark 99"),
         (["bookmark", "search", "--fts", '"open'], "marks: unterminated quote"),
         (["bookmark", "query", "visits >"], "marks: the filter ends too early"),
         (["tag", "rename", "nope", "other", "--yes"], "marks: no bookmark has tag 'nope'"),

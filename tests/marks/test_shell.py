@@ -131,7 +131,7 @@ def test_tags_nest_with_subtags_and_bookmarks_together(sample):
     assert shell("cd /tags/dev/python; ls").split()[0] == "1"
     assert shell("cd /tags/dev/python/1; pwd") == "/tags/dev/python/1\n"
     shell("cd /tags/dev/python/2")
-    assert shell.errors == ["cd: no such bookmark here: /tags/dev/python/2"]
+    assert shell.errors == ["cd: bookmark 2 is not in /tags/dev/python"]
     shell("cd /tags/nothing")
     assert shell.errors == ["cd: no such tag: nothing"]
 
@@ -228,7 +228,10 @@ def test_star_visit_tag_untag(sample):
     assert shell("cd 4; tag later news/daily") == "tagged 1 bookmark(s) with later, news/daily\n"
     # In a directory, tag acts on every bookmark listed there (like a glob), after asking.
     shell("cd /starred; tag work")
-    assert shell.errors == ["cancelled"] and shell.questions[-1] == "Tag 1 bookmark(s) in /starred?"
+    assert (
+        shell.errors == ["tag: cancelled, nothing changed"]
+        and shell.questions[-1] == "Tag 1 bookmark(s) in /starred?"
+    )
     assert shell("cd /bookmarks; tag work") == "tagged 5 bookmark(s) with work\n"
     assert sorted(shell.ids("ls /tags/work")) == [1, 2, 3, 4, 5]
     assert shell("cd /tags/work; untag work") == "removed 5 tag(s)\n"
@@ -238,25 +241,37 @@ def test_star_visit_tag_untag(sample):
 def test_mv_renames_a_tag_after_asking(sample):
     shell = Shell(sample, answers=[False, True])
     shell("mv dev code")
-    assert shell.errors == ["cancelled"] and "dev/" in shell("ls /tags")
+    assert shell.errors == ["mv: cancelled, nothing changed"] and "dev/" in shell("ls /tags")
     assert shell("mv dev code") == "renamed 'dev' to 'code' on 3 bookmark(s)\n"
     assert shell("ls /tags/code").splitlines()[:2] == ["python/", "rust/"]
 
 
 def test_cp_to_this_one_an_id_or_all_here(sample):
     shell = Shell(sample, answers=[True])
-    assert shell("cd 3; cp later .") == "copied 'later' to 1 bookmark(s)\n"
-    assert shell("cp later 4") == "copied 'later' to 1 bookmark(s)\n"
-    assert shell("cd /tags/dev/python; cp later *") == "copied 'later' to 1 bookmark(s)\n"
-    assert sorted(shell.ids("ls /tags/later")) == [1, 3, 4]
-    shell("cd /tags; cp later .")
+    assert shell("cd 4; cp reading .") == "copied 'reading' to 1 bookmark(s)\n"
+    assert shell("cp reading 1") == "copied 'reading' to 1 bookmark(s)\n"
+    assert shell("cd /tags/dev/rust; cp reading *") == "copied 'reading' to 1 bookmark(s)\n"
+    assert sorted(shell.ids("ls /tags/reading")) == [1, 2, 3, 4]
+    shell("cd /tags; cp reading .")
     assert shell.errors == ["cp: not in a bookmark (give an id, or cd into one)"]
+
+
+def test_cp_never_invents_a_tag(sample):
+    shell = Shell(sample, answers=[True, True])
+    assert shell("cp later 4; cd /tags/dev; cp nosuch *") == ""
+    assert shell.errors == [
+        "cp: no tag 'later' to copy (`tag later` adds a new one)",
+        "cp: no tag 'nosuch' to copy (`tag nosuch` adds a new one)",
+    ]
+    assert shell.questions == []  # refused before asking
+    assert not sample.has_tag("later") and not sample.has_tag("nosuch")
+    assert sample.get(4).tags == []
 
 
 def test_rm_asks_and_leaves_a_deleted_bookmark(sample):
     shell = Shell(sample, answers=[False, True])
     shell("cd 4; rm")
-    assert shell.errors == ["cancelled"]
+    assert shell.errors == ["rm: cancelled, nothing changed"]
     assert shell("cd 4; rm; pwd") == "deleted 1 bookmark(s)\n/bookmarks\n"
     assert 4 not in shell.ids("ls /bookmarks")
 
@@ -277,6 +292,57 @@ def test_find_and_grep_within_the_current_directory(sample):
     assert shell.ids("cd /tags/dev; grep '^R' title") == [2]
     shell("grep '(' url")
     assert shell.errors[0].startswith("grep: bad pattern")
+
+
+def test_find_keeps_quoted_phrases_and_prints_one_line_per_bookmark(library):
+    library.add("https://a.example", title="Rust book", description="the book about\nrust")
+    library.add("https://b.example", title="Book of Rust", description="a\nbook on rust")
+    library.add("https://c.example", title="Programming\nin Rust")
+    shell = Shell(library)
+    assert shell.ids('find "rust book"') == [1]
+    assert sorted(shell.ids("find rust book")) == [1, 2]
+    assert shell.ids("find 'book of'") == [2]
+    assert shell.ids('find title:"book of" -"rust book"') == [2]
+    assert shell.ids("find programm*") == [3]
+    out = shell("find rust")
+    lines = out.splitlines()
+    assert len(lines) == 3 and sorted(int(line.split()[0]) for line in lines) == [1, 2, 3]
+    assert "Programming in Rust" in out
+
+
+def test_system_command_runs_to_the_end_of_its_own_command(sample, tmp_path):
+    shell = Shell(sample)
+    marker = tmp_path / "ran"
+    assert shell(f"!echo one; pwd; !touch {marker}; cd /tags; pwd") == "one\n/\n/tags\n"
+    assert marker.exists() and shell.errors == []
+    assert shell("!echo 'a;b'; pwd") == "a;b\n/tags\n"
+
+
+def test_messages_say_what_happened(sample):
+    shell = Shell(sample)
+    shell("cat 42; rm -f 42; star 42; cd /bookmarks/42; cat 1/nosuch; cd /tags; tag x")
+    assert shell.errors == [
+        "cat: no such bookmark 42",
+        "rm: no such bookmark 42",
+        "star: no such bookmark 42",
+        "cd: no such bookmark 42",
+        "cat: no field 'nosuch' (fields: url, title, description, tags, starred, archived, "
+        "added, last_visited, visit_count, reachable, last_checked, check_result, id)",
+        "tag: no bookmarks in /tags",
+    ]
+
+
+def test_rm_refuses_without_a_terminal_unless_forced(sample):
+    shell = Shell(sample)
+    shell.session.confirm = lambda question: None  # what the CLI gives when stdin is no tty
+    shell("rm 4; cd /tags/dev; rm *")
+    assert shell.errors == [
+        "rm: Delete 4 (News)? -- not asked (no terminal): use rm -f, or marks --yes shell",
+        "rm: Delete 1 bookmark(s) in /tags/dev? -- not asked (no terminal): use rm -f, or "
+        "marks --yes shell",
+    ]
+    assert shell("rm -f 4") == "deleted 1 bookmark(s)\n"
+    assert shell("cd /tags/dev/rust; rm -f *; pwd") == "deleted 1 bookmark(s)\n/tags/dev\n"
 
 
 def test_edit_uses_the_editor(sample, tmp_path, monkeypatch):
@@ -395,6 +461,13 @@ lines = (
                     "=",
                     "(",
                     "OR",
+                    "-f",
+                    "-x",
+                    "title",
+                    "1/url",
+                    "1/nosuch",
+                    "prog*",
+                    "/tags/dev/python/2",
                 ]
             ),
             st.text(st.characters(exclude_characters="!\x00"), max_size=6),
@@ -413,13 +486,19 @@ lines = (
 def test_no_input_escapes_the_shell(sample, line):
     os.environ.pop("EDITOR", None)
     os.environ.pop("VISUAL", None)
-    session = Session(
-        sample, write=lambda text: None, confirm=lambda question: False, now=lambda: NOW
-    )
+    written: list[str] = []
+    errors: list[str] = []
+    session = Session(sample, write=written.append, confirm=lambda question: True, now=lambda: NOW)
     with contextlib.suppress(ShellError):
         parse(line)
     with contextlib.suppress(EOFError):  # `exit` is the one way out
-        run_line(Commands(session), line, lambda text: None)
+        run_line(Commands(session), line, errors.append)
+    # Every failure is a message about what the person typed: never a bug's traceback or the
+    # shell's "unexpected error" net (which names the exception that escaped a command).
+    for text in [*errors, *written]:
+        assert "unexpected error" not in text and "Traceback" not in text, (line, text)
+    for text in errors:
+        assert "\n" not in text.strip(), (line, text)
 
 
 def test_completion_of_commands_paths_tags_and_fields(sample):

@@ -131,9 +131,14 @@ def test_one_shot_mode_as_a_subprocess(filled, tmp_path):
     )
     done = run("-c", "cd /tags/dev/python; ls")
     assert done.returncode == 0 and done.stdout.split()[0] == "1"
-    refused = run("-c", "rm 2", input="n\n")
-    assert refused.returncode == 1 and "cancelled" in refused.stderr
-    accepted = run("-c", "rm 2", input="yes\n")
+    # stdin is no terminal: nothing is asked and nothing deleted without -f, as in the CLI
+    refused = run("-c", "rm 2", input="yes\n")
+    assert refused.returncode == 1 and refused.stdout == ""
+    assert refused.stderr == (
+        "marks: rm: Delete 2 (Rust)? -- not asked (no terminal): use rm -f, or marks --yes shell\n"
+    )
+    assert run("-c", "ls /bookmarks").stdout.split()[::3] == ["2", "1"]
+    accepted = run("-c", "rm -f 2")
     assert accepted.returncode == 0 and accepted.stdout == "deleted 1 bookmark(s)\n"
     failing = run("-c", "cd /nowhere; pwd")
     assert failing.returncode == 1 and failing.stdout == "/\n"
@@ -141,3 +146,48 @@ def test_one_shot_mode_as_a_subprocess(filled, tmp_path):
     run("-c", "alias ll='ls -l'")
     assert "ll" in (tmp_path / "config" / "marks" / "config.toml").read_text()
     assert run("-c", "ll /tags").stdout.startswith("d")
+
+
+def test_rm_in_one_shot_mode_asks_on_a_terminal(filled, tmp_path):
+    env = {**os.environ, "TERM": "xterm", "XDG_CONFIG_HOME": str(tmp_path / "config")}
+    child = pexpect.spawn(
+        MARKS,
+        ["--db", str(filled), "shell", "-c", "rm 1; rm 2; ls /bookmarks"],
+        env=env,
+        encoding="utf-8",
+        timeout=15,
+    )
+    child.expect(r"Delete 1 \(Python\)\? \[y/N\] ")
+    child.sendline("n")
+    child.expect("rm: cancelled, nothing changed")
+    child.expect(r"Delete 2 \(Rust\)\? \[y/N\] ")
+    child.sendline("y")
+    child.expect("deleted 1 bookmark\\(s\\)")
+    child.expect(r"\s+1\s+Python")
+    child.expect(pexpect.EOF)
+    child.close()
+    assert child.exitstatus == 1  # one command on the line failed (was cancelled)
+
+
+def test_history_of_the_interactive_shell_in_one_shot_mode(filled, tmp_path):
+    import subprocess
+
+    child = spawn(filled, tmp_path)
+    for line in ("pwd", "cd /tags", "ls"):
+        child.sendline(line)
+        child.expect(PROMPT)
+    child.sendcontrol("d")
+    child.expect(pexpect.EOF)
+    shown = subprocess.run(
+        [MARKS, "--db", str(filled), "shell", "-c", "history"],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "XDG_STATE_HOME": str(tmp_path / "state")},
+        timeout=60,
+    )
+    assert shown.returncode == 0, shown.stderr
+    assert [line.split(None, 1) for line in shown.stdout.splitlines()] == [
+        ["1", "pwd"],
+        ["2", "cd /tags"],
+        ["3", "ls"],
+    ]

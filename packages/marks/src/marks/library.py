@@ -67,7 +67,7 @@ class Library:
     def get(self, bookmark_id: int) -> Bookmark:
         row = self.store.one(f"SELECT {COLUMNS} FROM bookmarks WHERE id = ?", (bookmark_id,))
         if row is None:
-            raise NotFound(f"no bookmark with id {bookmark_id}")
+            raise NotFound(f"no such bookmark {bookmark_id}")
         return row_to_bookmark(row)
 
     def get_many(self, ids: Iterable[int]) -> list[Bookmark]:
@@ -127,6 +127,10 @@ class Library:
             (search.like_escape(prefix.casefold()) + "%", limit),
         )
         return [name for (name,) in rows]
+
+    def has_tag(self, name: str) -> bool:
+        """True when a tag of this name (in any case) is on some bookmark."""
+        return bool(self.store.value("SELECT 1 FROM tags WHERE key = ?", (tagnames.key(name),)))
 
     def untagged_count(self) -> int:
         return self.store.value("SELECT count(*) FROM bookmarks WHERE tags = ''")

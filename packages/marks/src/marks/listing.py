@@ -83,11 +83,16 @@ class Filesystem:
 
     def _check_member(self, location: vfs.Location) -> None:
         within = location.within or vfs.Selection("1")
-        if not self.store.value(
-            f"SELECT 1 FROM bookmarks WHERE id = ? AND ({within.where})",
-            (location.bookmark_id, *within.bindings),
-        ):
-            raise vfs.PathError(f"no such bookmark here: {location.path}")
+        row = self.store.one(
+            f"SELECT ({within.where}) FROM bookmarks WHERE id = ?",
+            (*within.bindings, location.bookmark_id),
+        )
+        if row is None:
+            raise vfs.PathError(f"no such bookmark {location.bookmark_id}")
+        if not row[0]:
+            raise vfs.PathError(
+                f"bookmark {location.bookmark_id} is not in {vfs.parent(location.path)}"
+            )
 
     # --- what a directory holds ------------------------------------------------------------------
 
@@ -101,6 +106,13 @@ class Filesystem:
 
     def bookmarks(self, selection: vfs.Selection, limit: int | None = None) -> list[Bookmark]:
         return [to_bookmark(row) for row in self._rows(COLUMNS, selection, limit)]
+
+    def bookmarks_of(self, location: vfs.Location, *, below: bool = False) -> list[Bookmark]:
+        """`ids()` as whole bookmarks, in one query (grep reads every field of each)."""
+        if location.is_bookmark:
+            return [self.library.get(location.bookmark_id)]  # type: ignore[arg-type]
+        selection = location.below if below else location.selection
+        return [] if selection is None else self.bookmarks(selection)
 
     def ids(self, location: vfs.Location, *, below: bool = False) -> list[int]:
         """The bookmarks a command acts on here: this one, the directory's own (what `ls`

@@ -23,9 +23,11 @@ def shell(script: str | None) -> None:
     s = state()
     aliases = dict(s.config["aliases"])
 
-    def answer(question: str) -> bool:
+    def answer(question: str) -> bool | None:
         if s.yes:
             return True
+        if not sys.stdin.isatty():  # as the CLI: nobody to ask, so nothing is done
+            return None
         sys.stderr.write(f"{question} [y/N] ")
         sys.stderr.flush()
         reply = sys.stdin.readline()
@@ -35,11 +37,24 @@ def shell(script: str | None) -> None:
     def remember(values: dict[str, str]) -> None:
         settings.store_value("aliases", dict(values))
 
+    history = settings.state_dir() / "history"
+
+    def past() -> list[str]:  # the interactive shell's history, oldest first
+        if not history.exists():
+            return []
+        from prompt_toolkit.history import FileHistory
+
+        return list(reversed(list(FileHistory(str(history)).load_history_strings())))
+
     session = Session(
-        s.library, write=sys.stdout.write, confirm=answer, aliases=aliases, save_aliases=remember
+        s.library,
+        write=sys.stdout.write,
+        confirm=answer,
+        aliases=aliases,
+        save_aliases=remember,
+        history=past,
     )
     if script is not None:
         sys.exit(run_script(session, script))
-    history = settings.state_dir() / "history"
     history.parent.mkdir(parents=True, exist_ok=True)
     sys.exit(interactive(session, str(history)))

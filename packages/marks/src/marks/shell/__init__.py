@@ -12,8 +12,17 @@ from marks.shell.commands import Commands, Session
 from marks.shell.lexer import ShellError, parse
 
 
-def run_line(commands: Commands, line: str, error: Callable[[str], None]) -> bool:
+def _printable(text: str) -> str:
+    """A message as one printable line: what a person typed may hold line breaks or escapes."""
+    return "".join(ch if ch.isprintable() else repr(ch)[1:-1] for ch in text)
+
+
+def run_line(commands: Commands, line: str, report: Callable[[str], None]) -> bool:
     """Run one line; False if any command on it failed (after saying why)."""
+
+    def error(text: str) -> None:
+        report(_printable(text))
+
     if line.strip() in ("exit", "quit", "logout"):
         raise EOFError
     ok = True

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from marks import clock, limits, vfs
 from marks.library import Library, MarksError
 from marks.listing import Filesystem
+from marks.query import quote_words
 from marks.rows import NAMES
 from marks.shell.lexer import Invocation, ShellError
 from marks.wire import Bookmark
@@ -39,7 +40,7 @@ class Session:
 
     library: Library
     write: Callable[[str], None]
-    confirm: Callable[[str], bool]
+    confirm: Callable[[str], bool | None]  # None: nobody can be asked (stdin is no terminal)
     now: Callable[[], dt.datetime] = clock.now
     cwd: str = "/"
     previous: str = "/"
@@ -89,16 +90,29 @@ class Commands:
             raise ShellError(f"{name}: not in a bookmark (give an id, or cd into one)")
         return self.s.library.get(location.bookmark_id)  # type: ignore[arg-type]
 
-    def ask(self, question: str) -> None:
-        if not self.s.confirm(question):
-            raise ShellError("cancelled")
+    def ask(self, question: str, name: str, force: str = "") -> None:
+        """Ask before a bulk or destructive change; like the CLI, refuse when nobody can be
+        asked (stdin is not a terminal) unless told to go ahead (`--yes`, or the command's own
+        `force` option such as `rm -f`)."""
+        answer = self.s.confirm(question)
+        if answer is None:
+            how = f"{name} {force}, or " if force else ""
+            raise ShellError(
+                f"{name}: {question} -- not asked (no terminal): use {how}marks --yes shell"
+            )
+        if not answer:
+            raise ShellError(f"{name}: cancelled, nothing changed")
 
-    def many(self, location: vfs.Location, verb: str) -> list[int]:
+    def many(
+        self, location: vfs.Location, verb: str, name: str, force: str | None = None
+    ) -> list[int]:
+        """The bookmarks a bulk command acts on here, after asking (`force`: the command's
+        option that skips the question, "" when given, None when it has none)."""
         ids = self.s.fs.ids(location)
         if not ids:
-            raise ShellError(f"{verb}: no bookmarks here")
-        if len(ids) > 1 or not location.is_bookmark:
-            self.ask(f"{verb} {len(ids)} bookmark(s) in {location.path}?")
+            raise ShellError(f"{name}: no bookmarks in {location.path}")
+        if (len(ids) > 1 or not location.is_bookmark) and force != "":
+            self.ask(f"{verb} {len(ids)} bookmark(s) in {location.path}?", name, force or "")
         return ids
 
     # --- moving around ---------------------------------------------------------------------------
@@ -171,12 +185,14 @@ class Commands:
         if not args:
             raise ShellError('find: give a search (words, "phrases", prefix*, #tag, OR, NOT)')
         location = self.here()
-        hits = self.s.library.search(" ".join(args), fts=True, limit=None)
+        # The shell removed the person's quotes: put back the phrases they meant.
+        hits = self.s.library.search(quote_words(args), fts=True, limit=None)
         scope = None if location.path == "/" else set(self.s.fs.ids(location, below=True))
         for hit in hits:
             if scope is None or hit.bookmark.id in scope:
+                b = hit.bookmark
                 snippet = f"  — {hit.snippet}" if hit.snippet else ""
-                self.out(f"{hit.bookmark.id:>7}  {hit.bookmark.title or hit.bookmark.url}{snippet}")
+                self.out(_line(f"{b.id:>7}  {b.title or b.url}{snippet}"))
 
     @command("grep PATTERN FIELD", "bookmarks here and below whose FIELD matches a regex")
     def do_grep(self, args: list[str]) -> None:
@@ -187,10 +203,10 @@ class Commands:
         except re.error as error:
             raise ShellError(f"grep: bad pattern: {error}") from None
         location = self.here()
-        for bookmark_id in self.s.fs.ids(location, below=True):
-            value = _show(getattr(self.s.library.get(bookmark_id), args[1]))
+        for b in self.s.fs.bookmarks_of(location, below=True):
+            value = _show(getattr(b, args[1]))
             if pattern.search(value):
-                self.out(f"{bookmark_id:>7}  {value}")
+                self.out(_line(f"{b.id:>7}  {value}"))
 
     @command("recent [visited|added|starred] [--limit N]", "the latest activity")
     def do_recent(self, args: list[str]) -> None:
@@ -220,6 +236,8 @@ class Commands:
             bookmark = self.target([head] if head else [], "cat")
             self.out(_show(getattr(bookmark, name)))
             return
+        if head and (head.isdigit() or self.here(head).is_bookmark):
+            raise ShellError(f"cat: no field {name!r} (fields: {', '.join(FIELDS)})")
         bookmark = self.target([spec], "cat")
         self._ls_bookmark(bookmark.id, True)
 
@@ -272,7 +290,7 @@ class Commands:
     def do_tag(self, args: list[str]) -> None:
         if not args:
             raise ShellError("tag: give one or more tags")
-        ids = self.many(self.here(), "Tag")
+        ids = self.many(self.here(), "Tag", "tag")
         for name in args:
             self.s.library.tag_add(name, ids)
         self.out(f"tagged {len(ids)} bookmark(s) with {', '.join(args)}")
@@ -281,7 +299,7 @@ class Commands:
     def do_untag(self, args: list[str]) -> None:
         if not args:
             raise ShellError("untag: give one or more tags")
-        ids = self.many(self.here(), "Untag")
+        ids = self.many(self.here(), "Untag", "untag")
         removed = sum(self.s.library.tag_remove(name, ids) for name in args)
         self.out(f"removed {removed} tag(s)")
 
@@ -290,7 +308,7 @@ class Commands:
         if len(args) != 2:
             raise ShellError("mv: usage: mv OLD-TAG NEW-TAG")
         old, new, affected = self.s.library.rename_preview(*args)
-        self.ask(f"Rename {old!r} to {new!r} on {affected} bookmark(s)?")
+        self.ask(f"Rename {old!r} to {new!r} on {affected} bookmark(s)?", "mv")
         self.s.library.tag_rename(old, new)
         self.out(f"renamed {old!r} to {new!r} on {affected} bookmark(s)")
 
@@ -299,15 +317,17 @@ class Commands:
         if len(args) != 2:
             raise ShellError("cp: usage: cp TAG .|ID|*")
         tag, where = args
+        if not self.s.library.has_tag(tag):  # cp copies a tag; it never invents one
+            raise ShellError(f"cp: no tag {tag!r} to copy (`tag {tag}` adds a new one)")
         if where == "*":
-            ids = self.many(self.here(), "Copy tag to")
+            ids = self.many(self.here(), "Copy tag to", "cp")
         elif where == ".":
             ids = [self.target([], "cp").id]
         elif where.isdigit():
             ids = [self.s.library.get(int(where)).id]
         else:
             raise ShellError("cp: the target is . (this bookmark), an id, or * (all here)")
-        added = self.s.library.tag_add(tag, ids)
+        added = self.s.library.tag_copy(tag, ids)
         self.out(f"copied {tag!r} to {added} bookmark(s)")
 
     @command("edit FIELD [ID]", "edit a field in $EDITOR (or at a prompt)")
@@ -344,13 +364,19 @@ class Commands:
         finally:
             os.unlink(handle.name)
 
-    @command("rm [ID|*]", "delete this bookmark, one by id, or every bookmark here (asks)")
+    @command("rm [-f] [ID|*]", "delete this bookmark, one by id, or all here (asks; -f: do not)")
     def do_rm(self, args: list[str]) -> None:
+        force = "-f" in args
+        args = [a for a in args if a != "-f"]
+        unknown = [a for a in args if a.startswith("-")]
+        if unknown or len(args) > 1:
+            raise ShellError(f"rm: usage: rm [-f] [ID|*] (not {' '.join(unknown or args)})")
         if args == ["*"]:
-            ids = self.many(self.here(), "Delete")
+            ids = self.many(self.here(), "Delete", "rm", "" if force else "-f")
         else:
             b = self.target(args, "rm")
-            self.ask(f"Delete {b.id} ({b.title or b.url})?")
+            if not force:
+                self.ask(f"Delete {b.id} ({b.title or b.url})?", "rm", "-f")
             ids = [b.id]
         deleted = self.s.library.delete(ids)
         if self.here_missing():
@@ -421,6 +447,11 @@ class Commands:
         self.s.write(result.stdout + result.stderr)
         if result.returncode != 0:
             raise ShellError(f"!: exit status {result.returncode}")
+
+
+def _line(text: str) -> str:
+    """One output line per bookmark, whatever line breaks its title or snippet holds."""
+    return "".join(" " if ch != " " and ch.isspace() else ch for ch in text)
 
 
 def _show(value) -> str:

@@ -34,24 +34,48 @@ def _words(text: str) -> list[list[str]]:
     return [words for words in commands if words]
 
 
+def _commands(line: str) -> list[str]:
+    """The line cut at every `;` outside quotes (sh's rules: no escapes inside '...', a
+    backslash escapes the next character elsewhere). A `!command` ends at its own `;` too."""
+    pieces, current, quote, escaped = [], [], "", False
+    for character in line:
+        if escaped:
+            escaped = False
+        elif character == "\\" and quote != "'":
+            escaped = True
+        elif quote:
+            quote = "" if character == quote else quote
+        elif character in "'\"":
+            quote = character
+        elif character == ";":
+            pieces.append("".join(current))
+            current = []
+            continue
+        current.append(character)
+    pieces.append("".join(current))
+    return pieces
+
+
 def parse(line: str, aliases: dict[str, str] | None = None) -> list[Invocation]:
     """The commands on one line, with aliases expanded (once, as in sh)."""
     if "\x00" in line:
         raise ShellError("cannot read the line: it contains a NUL character")
-    stripped = line.strip()
-    if stripped.startswith("!"):
-        command = stripped[1:].strip()
-        if not command:
-            raise ShellError("! needs a command to run")
-        return [Invocation("!", system=command)]
     invocations = []
-    for words in _words(stripped):
-        name, *args = words
-        if aliases and name in aliases:
-            expanded = _words(aliases[name])
-            if len(expanded) != 1:
-                raise ShellError(f"alias {name} must stand for one command")
-            name, *more = expanded[0]
-            args = [*more, *args]
-        invocations.append(Invocation(name, tuple(args)))
+    for piece in _commands(line):
+        stripped = piece.strip()
+        if stripped.startswith("!"):
+            command = stripped[1:].strip()
+            if not command:
+                raise ShellError("! needs a command to run")
+            invocations.append(Invocation("!", system=command))
+            continue
+        for words in _words(stripped):
+            name, *args = words
+            if aliases and name in aliases:
+                expanded = _words(aliases[name])
+                if len(expanded) != 1:
+                    raise ShellError(f"alias {name} must stand for one command")
+                name, *more = expanded[0]
+                args = [*more, *args]
+            invocations.append(Invocation(name, tuple(args)))
     return invocations
