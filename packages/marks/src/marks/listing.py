@@ -171,31 +171,31 @@ class Filesystem:
         raise ValueError(subdirs.kind)
 
     def _tag_dirs(self, prefix: str, counts: bool) -> list[Entry]:
-        if prefix:
+        """The next tag segment below `prefix`, with the bookmarks under each when `counts`:
+        one query whatever the number of tags (a count per tag would be one query each)."""
+        depth = prefix.count("/") + 1 if prefix else 0
+        where = "WHERE t.key LIKE ? ESCAPE '\\'" if prefix else ""
+        bindings = (search.like_prefix(tagnames.key(prefix)),) if prefix else ()
+        if counts:
             rows = self.store.execute(
-                "SELECT name FROM tags WHERE key LIKE ? ESCAPE '\\'",
-                (search.like_prefix(tagnames.key(prefix)),),
+                f"SELECT t.name, bt.bookmark_id FROM tags t "
+                f"JOIN bookmark_tags bt ON bt.tag_id = t.id {where}",
+                bindings,
             )
         else:
-            rows = self.store.execute("SELECT name FROM tags")
-        depth = prefix.count("/") + 1 if prefix else 0
+            rows = self.store.execute(f"SELECT t.name, NULL FROM tags t {where}", bindings)
         children: dict[str, str] = {}
-        for (name,) in rows:
+        members: dict[str, set[int]] = {}
+        for name, bookmark_id in rows:
             segment = name.split("/")[depth]
-            children.setdefault(segment.casefold(), segment)
-        names = sorted(children.values(), key=str.casefold)
-        if not counts:
-            return [Entry(name, True) for name in names]
+            folded = segment.casefold()
+            children.setdefault(folded, segment)
+            if bookmark_id is not None:
+                members.setdefault(folded, set()).add(bookmark_id)
+        order = sorted(children, key=lambda folded: children[folded].casefold())
         return [
-            Entry(
-                name,
-                True,
-                self.store.value(
-                    f"SELECT count(*) FROM bookmarks WHERE {search.tag_clause()}",
-                    search.tag_bindings(f"{prefix}/{name}" if prefix else name),
-                ),
-            )
-            for name in names
+            Entry(children[folded], True, len(members.get(folded, ())) if counts else None)
+            for folded in order
         ]
 
     def root_counts(self) -> dict[str, int]:
