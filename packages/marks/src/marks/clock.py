@@ -28,10 +28,10 @@ def from_text(text: str | None) -> dt.datetime | None:
 
 def from_epoch(value: str | int | float | None) -> dt.datetime | None:
     """Browser timestamps: seconds, milliseconds or microseconds since 1970, by magnitude."""
-    if value in (None, ""):
+    if value is None or value == "":
         return None
     try:
-        number = float(value)  # type: ignore[arg-type]
+        number = float(value)
     except ValueError:
         return None
     if number <= 0:

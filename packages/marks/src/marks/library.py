@@ -425,7 +425,7 @@ class Library:
             ).fetchall()
             depth = old_name.count("/") + 1
             for tag_id, name in rows:
-                target = "/".join([new_name, *name.split("/")[depth:]])
+                target = "/".join([new_name, *str(name).split("/")[depth:]])
                 existing = self.store.value(
                     "SELECT id FROM tags WHERE key = ? AND id != ?", (tagnames.key(target), tag_id)
                 )

@@ -8,6 +8,8 @@ import datetime as dt
 from collections.abc import Callable
 from dataclasses import dataclass
 
+import apsw
+
 from marks import clock, limits, search, tagnames, vfs
 from marks.library import Library, NotFound
 from marks.rows import COLUMNS, to_bookmark
@@ -58,8 +60,12 @@ class Filesystem:
             self._tag_or_bookmark(location)
         elif location.is_bookmark:
             self._check_member(location)
-        elif location.path.startswith("/domains/") and not self.store.value(
-            "SELECT 1 FROM bookmarks WHERE domain = ? LIMIT 1", location.selection.bindings
+        elif (
+            location.path.startswith("/domains/")
+            and location.selection is not None
+            and not self.store.value(
+                "SELECT 1 FROM bookmarks WHERE domain = ? LIMIT 1", location.selection.bindings
+            )
         ):
             raise vfs.PathError(f"no such directory: {location.path}")
 
@@ -96,7 +102,9 @@ class Filesystem:
 
     # --- what a directory holds ------------------------------------------------------------------
 
-    def _rows(self, columns: str, selection: vfs.Selection, limit: int | None = None):
+    def _rows(
+        self, columns: str, selection: vfs.Selection, limit: int | None = None
+    ) -> apsw.Cursor:
         caps = [cap for cap in (limit, selection.limit) if cap is not None]
         return self.store.execute(
             f"SELECT {columns} FROM bookmarks WHERE {selection.where} "
@@ -205,6 +213,7 @@ class Filesystem:
         counted["recent"] = vfs.resolve("/", "/recent", self.now()).selection  # type: ignore
         sums = ", ".join(f"total({selection.where})" for selection in counted.values())
         row = self.store.one(f"SELECT {sums} FROM bookmarks")
+        assert row is not None  # an aggregate always has its one row
         numbers = {}
         for (name, selection), value in zip(counted.items(), row, strict=True):
             numbers[name] = min(int(value), selection.limit) if selection.limit else int(value)

@@ -6,6 +6,7 @@ import apsw
 
 from marks import schema
 from marks.library import Library
+from marks.store import Store
 
 TRACKING = ("utm_", "fbclid", "gclid", "mc_cid", "mc_eid", "ref_src", "igshid")
 
@@ -134,7 +135,7 @@ def index_stats(library: Library) -> dict:
     }
 
 
-def _vocab(store) -> bool:
+def _vocab(store: Store) -> bool:
     store.execute(
         "CREATE VIRTUAL TABLE IF NOT EXISTS temp.bookmarks_fts_vocab "
         "USING fts5vocab(main, bookmarks_fts, row)"

@@ -7,6 +7,7 @@ import contextlib
 import os
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import apsw
 
@@ -18,7 +19,8 @@ class StoreError(MarksError):
     """The database cannot be used (locked, corrupt, newer than this program)."""
 
 
-def _casefold(text: object) -> object:
+def _casefold(*values: "apsw.SQLiteValue") -> "apsw.SQLiteValue":
+    (text,) = values  # registered with one argument
     return text.casefold() if isinstance(text, str) else text
 
 
@@ -44,7 +46,7 @@ class Store:
             raise StoreError(f"cannot open {self.path}: {error}") from None
 
     def _migrate(self) -> None:
-        version = self.db.execute("PRAGMA user_version").fetchone()[0]
+        version = self.value("PRAGMA user_version")
         if version > schema.VERSION:
             raise StoreError(
                 f"{self.path} was written by a newer marks (schema {version}); "
@@ -84,14 +86,15 @@ class Store:
             raise
         self.db.execute("COMMIT")
 
-    def execute(self, sql: str, bindings=()) -> apsw.Cursor:
+    def execute(self, sql: str, bindings: "apsw.Bindings" = ()) -> apsw.Cursor:
         return self.db.execute(sql, bindings)
 
-    def one(self, sql: str, bindings=()):
-        row = self.db.execute(sql, bindings).fetchone()
-        return row
+    def one(self, sql: str, bindings: "apsw.Bindings" = ()) -> tuple[Any, ...] | None:
+        """The first row (columns typed by the query, hence Any), or None."""
+        return self.db.execute(sql, bindings).fetchone()
 
-    def value(self, sql: str, bindings=()):
+    def value(self, sql: str, bindings: "apsw.Bindings" = ()) -> Any:
+        """The first column of the first row, or None (typed by the query, hence Any)."""
         row = self.db.execute(sql, bindings).fetchone()
         return None if row is None else row[0]
 

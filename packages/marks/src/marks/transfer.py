@@ -8,7 +8,7 @@ import io
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import BinaryIO
+from typing import BinaryIO, TextIO
 
 from marks.formats import FormatError, csvfile, jsonfile, markdown, netscape, text
 from marks.library import Library
@@ -59,7 +59,7 @@ def import_file(
             raw.close()
 
 
-def export(library: Library, fmt: str, out, *, hierarchical: bool = False) -> int:
+def export(library: Library, fmt: str, out: TextIO, *, hierarchical: bool = False) -> int:
     bookmarks = library.iterate()
     if fmt == "html":
         return netscape.write(bookmarks, out, hierarchical=hierarchical)

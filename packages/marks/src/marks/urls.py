@@ -1,6 +1,6 @@
 """URL checks and the normalised key that decides whether two bookmarks are the same page."""
 
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import SplitResult, urlsplit, urlunsplit
 
 DEFAULT_PORTS = {"http": 80, "https": 443, "ftp": 21}
 ALLOWED_SCHEMES = {
@@ -53,7 +53,7 @@ def key(url: str) -> str:
     return _key(urlsplit(url.strip()))
 
 
-def _key(parts) -> str:
+def _key(parts: SplitResult) -> str:
     scheme = parts.scheme.lower()
     netloc = parts.netloc
     if parts.hostname is not None:
@@ -76,7 +76,7 @@ def domain(url: str) -> str:
     return _domain(urlsplit(url))
 
 
-def _domain(parts) -> str:
+def _domain(parts: SplitResult) -> str:
     return (parts.hostname or "").lower().removeprefix("www.")
 
 

@@ -166,8 +166,9 @@ def activity(
     """Bookmarks by activity, newest first: visited uses last_visited; added and starred use
     `added` (there is no starred-at time), within [start, end) when given."""
     column = "last_visited" if name == "visited" else "added"
+    bindings: tuple[str, ...] = ()
     if start is None or end is None:
-        where, bindings = f"{column} IS NOT NULL", ()
+        where = f"{column} IS NOT NULL"
     else:
         where, bindings = f"{column} >= ? AND {column} < ?", (_text(start), _text(end))
     if name == "starred":

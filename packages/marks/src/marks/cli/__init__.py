@@ -8,13 +8,19 @@ stderr and exit 1; usage errors exit 2.
 import importlib
 import os
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
 from marks import __version__
+
+if TYPE_CHECKING:  # imported lazily at run time: `marks --help` needs no SQLite
+    from marks.library import Library
+
+F = TypeVar("F", bound=Callable[..., Any])
 
 OUTPUTS = ("table", "json", "csv", "urls", "plain")
 GROUPS = {
@@ -56,7 +62,7 @@ class State:
         return self.output or self.config["output"]
 
     @property
-    def library(self):
+    def library(self) -> "Library":
         if self._library is None:
             from marks.library import Library
             from marks.store import Store
@@ -68,7 +74,7 @@ class State:
         return self._library
 
 
-def _remember(name: str):
+def _remember(name: str) -> Callable[[click.Context, click.Parameter, Any], Any]:
     def callback(ctx: click.Context, param: click.Parameter, value: Any) -> Any:
         if value not in (None, False):
             setattr(ctx.ensure_object(State), name, value)
@@ -77,7 +83,7 @@ def _remember(name: str):
     return callback
 
 
-def global_options(function):
+def global_options(function: F) -> F:
     """--db, --output and --yes, usable at every level of the command line."""
     function = click.option(
         "--yes",
@@ -163,11 +169,11 @@ class WordsCommand(click.Command):
 class Group(click.Group):
     """Every command of a group takes the global options too."""
 
-    def command(self, *args, **kwargs):
+    def command(self, *args: Any, **kwargs: Any) -> Any:  # Click's overloads, one behaviour
         decorator = super().command(*args, **kwargs)
         return lambda function: decorator(global_options(function))
 
-    def group(self, *args, **kwargs):
+    def group(self, *args: Any, **kwargs: Any) -> Any:
         kwargs.setdefault("cls", Group)
         decorator = super().group(*args, **kwargs)
         return lambda function: decorator(global_options(function))

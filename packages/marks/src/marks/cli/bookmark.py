@@ -183,7 +183,7 @@ def update(
     """Change a bookmark."""
     library = state().library
     stars = stars if stars is not None else star_alias
-    changes = {
+    changes: dict[str, object] = {
         name: value
         for name, value in (
             ("url", url),

@@ -4,6 +4,7 @@ JSON output is only JSON (messages go to stderr; an empty result is `[]`).
 """
 
 import csv
+import datetime as dt
 import shutil
 import sys
 from collections.abc import Iterable, Sequence
@@ -111,7 +112,7 @@ def bookmarks(
             title = ("★ " if b.starred else "") + (b.title or "")
             if hit.snippet and hit.snippet.replace("[", "").replace("]", "") != b.title:
                 title += f" — {hit.snippet}"
-            rows.append((b.id, title, b.url, ", ".join(b.tags)))
+            rows.append((str(b.id), title, b.url, ", ".join(b.tags)))
         table(rows, ("ID", "TITLE", "URL", "TAGS"))
 
 
@@ -145,5 +146,5 @@ def records(rows: Sequence[dict[str, Any]], fmt: str) -> None:
         table([[row[h] for h in headers] for row in rows], [h.upper() for h in headers])
 
 
-def when(moment) -> str:
+def when(moment: dt.datetime | None) -> str:
     return clock.to_text(moment) or ""

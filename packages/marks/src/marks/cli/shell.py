@@ -46,9 +46,12 @@ def shell(script: str | None) -> None:
 
         return list(reversed(list(FileHistory(str(history)).load_history_strings())))
 
+    def write(text: str) -> None:
+        sys.stdout.write(text)
+
     session = Session(
         s.library,
-        write=sys.stdout.write,
+        write=write,
         confirm=answer,
         aliases=aliases,
         save_aliases=remember,

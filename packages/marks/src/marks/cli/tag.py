@@ -1,9 +1,15 @@
 """`marks tag ...`: hierarchical tags (`a/b`), counts include descendants."""
 
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
+
 import click
 
 from marks.cli import Group, confirm, global_options, state
 from marks.cli import output as show
+
+if TYPE_CHECKING:
+    from marks.wire import TagCount
 
 
 @click.group(cls=Group)
@@ -12,7 +18,12 @@ def tag() -> None:
     """List, tree, rename, add and remove tags."""
 
 
-def _selection(ids, all_bookmarks=False, starred=False, filter_tags=()) -> list[int]:
+def _selection(
+    ids: Iterable[int],
+    all_bookmarks: bool = False,
+    starred: bool = False,
+    filter_tags: Iterable[str] = (),
+) -> list[int]:
     chosen = state().library.select_ids(
         ids=ids, all_bookmarks=all_bookmarks, starred=starred, filter_tags=filter_tags
     )
@@ -50,7 +61,7 @@ def tree() -> None:
         click.echo(f"{'  ' * depth}{item.name.rsplit('/', 1)[-1]} ({item.count})")
 
 
-def _nested(counts) -> list[dict]:
+def _nested(counts: "list[TagCount]") -> list[dict]:
     roots: list[dict] = []
     nodes: dict[str, dict] = {}
     for item in counts:
@@ -87,7 +98,13 @@ def stats() -> None:
 @click.option("--all", "all_bookmarks", is_flag=True, help="Every bookmark.")
 @click.option("--starred", is_flag=True, help="Every starred bookmark.")
 @click.option("--filter-tags", multiple=True, help="Bookmarks with this tag (repeatable).")
-def add(name, ids, all_bookmarks, starred, filter_tags) -> None:
+def add(
+    name: str,
+    ids: tuple[int, ...],
+    all_bookmarks: bool,
+    starred: bool,
+    filter_tags: tuple[str, ...],
+) -> None:
     """Add tag NAME to bookmarks."""
     chosen = _selection(ids, all_bookmarks, starred, filter_tags)
     if len(chosen) > 1 and (all_bookmarks or starred or filter_tags):
@@ -101,7 +118,9 @@ def add(name, ids, all_bookmarks, starred, filter_tags) -> None:
 @click.argument("ids", nargs=-1, type=int)
 @click.option("--all", "all_bookmarks", is_flag=True, help="Every bookmark.")
 @click.option("--filter-tags", multiple=True, help="Bookmarks with this tag (repeatable).")
-def remove(name, ids, all_bookmarks, filter_tags) -> None:
+def remove(
+    name: str, ids: tuple[int, ...], all_bookmarks: bool, filter_tags: tuple[str, ...]
+) -> None:
     """Remove tag NAME from bookmarks."""
     chosen = _selection(ids, all_bookmarks, False, filter_tags)
     if len(chosen) > 1 and (all_bookmarks or filter_tags):
@@ -127,7 +146,7 @@ def rename(old: str, new: str) -> None:
 @click.option("--to-ids", help="Comma-separated bookmark ids.")
 @click.option("--starred", is_flag=True, help="Every starred bookmark.")
 @click.option("--filter-tags", multiple=True, help="Bookmarks with this tag (repeatable).")
-def copy(name, to_ids, starred, filter_tags) -> None:
+def copy(name: str, to_ids: str | None, starred: bool, filter_tags: tuple[str, ...]) -> None:
     """Copy an existing tag onto other bookmarks."""
     try:
         ids = [int(part) for part in (to_ids or "").split(",") if part.strip()]

@@ -48,7 +48,7 @@ def _run_import(fmt: str, path: str, update: bool, verbose: bool) -> None:
             click.echo(f"  {line}", err=True)
 
 
-def _import_command(fmt: str, summary: str):
+def _import_command(fmt: str, summary: str) -> click.Command:
     @import_.command(name=fmt, help=summary)
     @click.argument("path", type=click.Path(dir_okay=False, allow_dash=True))
     @click.option(
@@ -75,7 +75,7 @@ def export() -> None:
     """Export every bookmark to a file or stdout."""
 
 
-def _write(fmt: str, target: str | None, **options) -> None:
+def _write(fmt: str, target: str | None, **options: bool) -> None:
     from marks.transfer import export as run_export
 
     library = state().library
@@ -95,8 +95,8 @@ def _write(fmt: str, target: str | None, **options) -> None:
     click.echo(f"exported {count} bookmark(s)", err=True)
 
 
-def _export_command(fmt: str, summary: str, hierarchical: bool = False):
-    def command(output_file: str | None, **options) -> None:
+def _export_command(fmt: str, summary: str, hierarchical: bool = False) -> None:
+    def command(output_file: str | None, **options: bool) -> None:
         _write(fmt, output_file, **options)
 
     command = click.option(

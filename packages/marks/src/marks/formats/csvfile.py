@@ -1,6 +1,7 @@
 """CSV with a header row: export writes our columns; import maps other tools' header names."""
 
 import csv
+import datetime as dt
 from collections.abc import Iterable, Iterator
 from typing import TextIO
 
@@ -56,7 +57,7 @@ def write(bookmarks: Iterable[Bookmark], out: TextIO) -> int:
     return count
 
 
-def _time(text: str):
+def _time(text: str) -> dt.datetime | None:
     if not text:
         return None
     try:

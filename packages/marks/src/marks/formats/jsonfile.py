@@ -1,6 +1,7 @@
 """JSON: an array of bookmark objects with every field (what `export json` writes), read back
 losslessly. Objects from other tools are accepted when they have at least a `url` (or `href`)."""
 
+import datetime as dt
 from collections.abc import Iterable, Iterator
 from typing import BinaryIO, TextIO
 
@@ -33,7 +34,7 @@ def _tags(value: object) -> list[str]:
     return []
 
 
-def _time(value: object):
+def _time(value: object) -> dt.datetime | None:
     if isinstance(value, int | float):
         return clock.from_epoch(value)
     if isinstance(value, str) and value:
@@ -54,10 +55,11 @@ def read(stream: BinaryIO) -> Iterator[Record]:
     if not isinstance(data, list):
         raise FormatError("expected a JSON array of bookmark objects")
     for number, item in enumerate(data, 1):
-        if not isinstance(item, dict) or not isinstance(item.get("url", item.get("href")), str):
+        url = item.get("url", item.get("href")) if isinstance(item, dict) else None
+        if not isinstance(url, str):
             raise FormatError(f"item {number} is not a bookmark object with a url")
         yield Record(
-            url=item.get("url", item.get("href")),
+            url=url,
             title=str(item.get("title") or item.get("name") or ""),
             description=str(item.get("description") or item.get("extended") or ""),
             tags=_tags(item.get("tags")),

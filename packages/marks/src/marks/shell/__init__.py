@@ -6,10 +6,14 @@ person types ends the session except `exit` or Ctrl-D.
 
 import sys
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from marks.library import Library
 from marks.shell.commands import Commands, Session
 from marks.shell.lexer import ShellError, parse
+
+if TYPE_CHECKING:
+    from prompt_toolkit import PromptSession
 
 
 def _printable(text: str) -> str:
@@ -70,7 +74,7 @@ def interactive(session: Session, history_file: str) -> int:
     from marks.shell.completion import ShellCompleter
 
     history = FileHistory(history_file)
-    prompt = PromptSession(
+    prompt: PromptSession[str] = PromptSession(
         history=history, completer=ShellCompleter(session), complete_while_typing=False
     )
     session.history = lambda: list(reversed(list(history.load_history_strings())))
@@ -93,7 +97,7 @@ def interactive(session: Session, history_file: str) -> int:
             print("interrupted")
 
 
-def _ask(prompt, question: str) -> bool:
+def _ask(prompt: "PromptSession[str]", question: str) -> bool:
     try:
         return prompt.prompt(f"{question} [y/N] ").strip().lower() in ("y", "yes")
     except (KeyboardInterrupt, EOFError):

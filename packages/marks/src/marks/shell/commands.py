@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 from marks import clock, limits, vfs
 from marks.library import Library, MarksError
-from marks.listing import Filesystem
+from marks.listing import Entry, Filesystem
 from marks.query import quote_words
 from marks.rows import NAMES
 from marks.shell.lexer import Invocation, ShellError
@@ -26,8 +26,11 @@ EDITABLE = ("title", "description", "url", "tags")
 HELP: dict[str, tuple[str, str]] = {}  # name -> (usage, summary), filled by @command
 
 
-def command(usage: str, summary: str):
-    def register(function):
+Handler = Callable[["Commands", list[str]], None]
+
+
+def command(usage: str, summary: str) -> Callable[[Handler], Handler]:
+    def register(function: Handler) -> Handler:
         HELP[function.__name__.removeprefix("do_").replace("_", "-")] = (usage, summary)
         return function
 
@@ -139,18 +142,19 @@ class Commands:
             if listing.bookmarks_total > shown:
                 self.out(f"… and {listing.bookmarks_total - shown} more (ls -a shows all)")
 
-    def _entry_line(self, entry, long: bool) -> str:
+    def _entry_line(self, entry: Entry, long: bool) -> str:
         if entry.is_dir:
             count = f" ({entry.count})" if entry.count is not None else ""
             if not long:
                 return f"{entry.name}/{count}"
             return f"d {'' if entry.count is None else entry.count:>7}  {entry.name}/"
         b = entry.bookmark
+        assert b is not None  # a file entry is a bookmark
         star = "★" if b.starred else " "
         if not long:
             return f"{b.id:>7} {star} {b.title or b.url}"
         return (
-            f"- {b.id:>7} {star} {b.visit_count:>4}  {clock.to_text(b.added)[:10]}  "
+            f"- {b.id:>7} {star} {b.visit_count:>4}  {(clock.to_text(b.added) or '')[:10]}  "
             f"{(b.title or '')[:50]:<50}  {b.url}"
         )
 
@@ -454,7 +458,7 @@ def _line(text: str) -> str:
     return "".join(" " if ch != " " and ch.isspace() else ch for ch in text)
 
 
-def _show(value) -> str:
+def _show(value: object) -> str:
     if value is None:
         return ""
     if isinstance(value, list):

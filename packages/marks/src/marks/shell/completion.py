@@ -1,21 +1,25 @@
 """Tab completion: commands and aliases, paths, tags, and field names."""
 
 import shlex
+from collections.abc import Iterator
 
-from prompt_toolkit.completion import Completer, Completion
+from prompt_toolkit.completion import CompleteEvent, Completer, Completion
+from prompt_toolkit.document import Document
 
 from marks import vfs
-from marks.shell.commands import EDITABLE, FIELDS, HELP
+from marks.shell.commands import EDITABLE, FIELDS, HELP, Session
 
 PATH_COMMANDS = {"cd", "ls", "stat", "file", "which", "cat", "rm", "star", "visit"}
 TAG_COMMANDS = {"tag", "untag", "mv", "cp"}
 
 
 class ShellCompleter(Completer):
-    def __init__(self, session) -> None:
+    def __init__(self, session: Session) -> None:
         self.session = session
 
-    def get_completions(self, document, complete_event):
+    def get_completions(
+        self, document: Document, complete_event: CompleteEvent | None
+    ) -> Iterator[Completion]:
         text = document.text_before_cursor
         try:
             words = shlex.split(text)
@@ -40,11 +44,11 @@ class ShellCompleter(Completer):
         elif name in PATH_COMMANDS or name == "cat":
             yield from self._paths(current, fields=name == "cat")
 
-    def _tags(self, prefix: str):
+    def _tags(self, prefix: str) -> Iterator[Completion]:
         for tag in self.session.library.tag_names(prefix):
             yield Completion(tag, -len(prefix))
 
-    def _paths(self, word: str, fields: bool = False):
+    def _paths(self, word: str, fields: bool = False) -> Iterator[Completion]:
         directory, _, partial = word.rpartition("/")
         base = directory + "/" if directory or word.startswith("/") else ""
         try:

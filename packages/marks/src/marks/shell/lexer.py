@@ -37,7 +37,9 @@ def _words(text: str) -> list[list[str]]:
 def _commands(line: str) -> list[str]:
     """The line cut at every `;` outside quotes (sh's rules: no escapes inside '...', a
     backslash escapes the next character elsewhere). A `!command` ends at its own `;` too."""
-    pieces, current, quote, escaped = [], [], "", False
+    pieces: list[str] = []
+    current: list[str] = []
+    quote, escaped = "", False
     for character in line:
         if escaped:
             escaped = False
