@@ -174,3 +174,31 @@ def test_shell_words_keep_their_phrases():
     assert quote_words(["a phrase", "word"]) == '"a phrase" word'
     assert quote_words(["tag:two words", "-a b", "#x y"]) == 'tag:"two words" -"a b" #"x y"'
     assert quote_words(['"already"', "prefix*"]) == '"already" prefix*'
+
+
+shell_words = st.lists(
+    st.one_of(
+        st.text(st.characters(exclude_characters='"\x00'), min_size=1, max_size=12),
+        st.sampled_from(["-x", "#a b", "tag:c d", "title:e f", "OR", "(", ")", "p*", "-"]),
+    ),
+    min_size=1,
+    max_size=6,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(shell_words)
+def test_shell_words_parse_or_fail_cleanly_and_spaces_make_phrases(words):
+    from marks.query import QueryError, Text, parse, quote_words
+
+    text = quote_words(words)
+    try:
+        tree = parse(text)
+    except QueryError:
+        return
+    spaced = [
+        w for w in words if " " in w.strip() and not w.startswith(("#", "tag:", "-", "title:"))
+    ]
+    if len(words) == 1 and spaced and spaced[0].strip():
+        assert tree == Text(spaced[0], phrase=True)
+    MEMORY.search(text, fts=True)  # whatever parses, the database answers

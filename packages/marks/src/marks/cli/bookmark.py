@@ -215,7 +215,7 @@ def delete(ids: tuple[int, ...]) -> None:
     click.echo(f"deleted {library.delete(ids)} bookmark(s)", err=True)
 
 
-@bookmark.command()
+@bookmark.command(cls=WordsCommand)
 @click.argument("expression", nargs=-1, required=True)
 @click.option(
     "--sort",

@@ -14,7 +14,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from marks import clock, limits, vfs
-from marks.library import Library, MarksError
+from marks.exceptions import MarksError
+from marks.library import Library
 from marks.listing import Entry, Filesystem
 from marks.query import quote_words
 from marks.rows import NAMES
@@ -69,7 +70,7 @@ class Commands:
             raise ShellError(f"{invocation.name}: command not found (try `help`)")
         try:
             method(list(invocation.args))
-        except (MarksError, vfs.PathError) as error:
+        except MarksError as error:  # the domain's errors, mapped once here
             raise ShellError(f"{invocation.name}: {error}") from None
 
     # --- helpers ---------------------------------------------------------------------------------
@@ -390,7 +391,7 @@ class Commands:
     def here_missing(self) -> bool:
         try:
             self.here()
-        except (vfs.PathError, MarksError):
+        except MarksError:
             return True
         return False
 
