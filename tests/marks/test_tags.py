@@ -80,3 +80,14 @@ def test_migration_report_reaches_the_cli(marks, db_path):
     assert "marks: tag 'äpfel' merged into 'Äpfel' (1 bookmark(s)): tags ignore case now" in (
         result.err
     )
+
+
+def test_the_database_itself_keeps_tags_unique_by_case_fold(library):
+    library.add("https://a.example", tags=["Äpfel"])
+    try:
+        library.store.execute("INSERT INTO tags (name) VALUES ('äPFEL')")
+    except apsw.ConstraintError:
+        pass
+    else:
+        raise AssertionError("a second spelling of a tag got in")
+    assert library.store.value("SELECT key FROM tags") == "äpfel"

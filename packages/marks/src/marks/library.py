@@ -229,9 +229,7 @@ class Library:
         is the same tag, and keeps the spelling it was first stored with."""
         folded = tagnames.key(name)
         if folded not in self._tag_ids:
-            self.store.execute(
-                "INSERT OR IGNORE INTO tags (name, key) VALUES (?, ?)", (name, folded)
-            )
+            self.store.execute("INSERT OR IGNORE INTO tags (name) VALUES (?)", (name,))
             self._tag_ids[folded] = self.store.value("SELECT id FROM tags WHERE key = ?", (folded,))
         return self._tag_ids[folded]
 
@@ -430,10 +428,7 @@ class Library:
                     "SELECT id FROM tags WHERE key = ? AND id != ?", (tagnames.key(target), tag_id)
                 )
                 if existing is None:
-                    self.store.execute(
-                        "UPDATE tags SET name = ?, key = ? WHERE id = ?",
-                        (target, tagnames.key(target), tag_id),
-                    )
+                    self.store.execute("UPDATE tags SET name = ? WHERE id = ?", (target, tag_id))
                 else:
                     self.store.execute(
                         "INSERT OR IGNORE INTO bookmark_tags (bookmark_id, tag_id) "

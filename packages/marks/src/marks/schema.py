@@ -121,12 +121,12 @@ MIGRATIONS: list[str] = [
     INSERT INTO bookmarks_words (bookmarks_words) VALUES ('rebuild');
     """,
     # 4 (tag keys): tags are one whatever their case in every script (`Äpfel` = `äpfel`), so
-    # each carries its Unicode case-folded name (the `casefold()` function the store registers).
+    # each has its Unicode case-folded name as a unique key, computed by SQLite from the name
+    # (the deterministic `casefold()` the store registers), so no writer can forget or fake it.
     # Tags that now collide are merged into the oldest spelling, every bookmark keeping its tags;
     # `tag_merges` records each merge and the store reports them once.
     """
-    ALTER TABLE tags ADD COLUMN key TEXT NOT NULL DEFAULT '';
-    UPDATE tags SET key = casefold(name);
+    ALTER TABLE tags ADD COLUMN key TEXT GENERATED ALWAYS AS (casefold(name)) VIRTUAL;
     CREATE TABLE tag_merges (name TEXT NOT NULL, kept TEXT NOT NULL, bookmarks INTEGER NOT NULL);
     INSERT INTO tag_merges (name, kept, bookmarks)
         SELECT t.name, k.name, (SELECT count(*) FROM bookmark_tags WHERE tag_id = t.id)
