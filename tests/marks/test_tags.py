@@ -1,6 +1,7 @@
 """Tags are one tag whatever their case, in every script (Unicode case folding)."""
 
 import apsw
+import pytest
 
 from marks.library import Library
 from marks.store import Store
@@ -84,10 +85,6 @@ def test_migration_report_reaches_the_cli(marks, db_path):
 
 def test_the_database_itself_keeps_tags_unique_by_case_fold(library):
     library.add("https://a.example", tags=["Äpfel"])
-    try:
+    with pytest.raises(apsw.ConstraintError):  # a second spelling cannot get in
         library.store.execute("INSERT INTO tags (name) VALUES ('äPFEL')")
-    except apsw.ConstraintError:
-        pass
-    else:
-        raise AssertionError("a second spelling of a tag got in")
     assert library.store.value("SELECT key FROM tags") == "äpfel"
