@@ -496,3 +496,32 @@ def test_db_in_a_missing_directory_is_one_line_and_creates_nothing(marks, tmp_pa
     assert (inside.code, inside.err.splitlines()) == (1, expected)
     assert (real.returncode, real.stderr.splitlines()) == (1, expected)
     assert not (tmp_path / "no").exists()
+
+
+def test_every_domain_error_has_one_root_and_is_one_line(marks, tmp_path):
+    from marks.exceptions import MarksError
+    from marks.filters import FilterError
+    from marks.formats import FormatError
+    from marks.library import Duplicate, Invalid, NotFound
+    from marks.library import MarksError as FromLibrary
+    from marks.query import QueryError
+    from marks.settings import ConfigError
+    from marks.store import StoreError
+    from marks.vfs import PathError
+
+    assert FromLibrary is MarksError
+    for error in (NotFound, Duplicate, Invalid, FormatError, ConfigError, StoreError):
+        assert issubclass(error, MarksError), error
+    for error in (FilterError, QueryError, PathError):
+        assert issubclass(error, MarksError), error
+    bad = tmp_path / "bad.json"
+    bad.write_text("{")
+    for argv in (
+        ("import", "json", str(bad)),
+        ("bookmark", "query", "visits >"),
+        ("bookmark", "search", "--fts", '"open'),
+        ("shell", "-c", "cd /nowhere"),
+    ):
+        result = marks(*argv)
+        assert result.code == 1 and len(result.err.splitlines()) == 1, (argv, result.err)
+        assert result.err.startswith("marks: ") and "Traceback" not in result.err

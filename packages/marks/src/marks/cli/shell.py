@@ -57,7 +57,8 @@ def shell(script: str | None) -> None:
         save_aliases=remember,
         history=past,
     )
+    context = click.get_current_context()
     if script is not None:
-        sys.exit(run_script(session, script))
+        context.exit(run_script(session, script))  # the exit code reaches the CLI's edge
     history.parent.mkdir(parents=True, exist_ok=True)
-    sys.exit(interactive(session, str(history)))
+    context.exit(interactive(session, str(history)))
