@@ -173,11 +173,14 @@ def test_history_of_the_interactive_shell_in_one_shot_mode(filled, tmp_path):
     import subprocess
 
     child = spawn(filled, tmp_path)
-    for line in ("pwd", "cd /tags", "ls"):
+    # each command's own effect, not just a prompt (prompt-toolkit redraws it while typing)
+    for line, effect in (("pwd", r"/\r\n"), ("cd /tags", r"marks:/tags>"), ("ls", "dev/")):
         child.sendline(line)
-        child.expect(PROMPT)
+        child.expect(effect)
+    child.expect(r"marks:/tags>")
     child.sendcontrol("d")
     child.expect(pexpect.EOF)
+    child.close()
     shown = subprocess.run(
         [MARKS, "--db", str(filled), "shell", "-c", "history"],
         capture_output=True,
