@@ -378,6 +378,13 @@ def test_config_show_is_toml_and_set_takes_negative_looking_values(marks):
     assert refused.err.startswith("marks: list_limit: Expected `int` >= 0")
     assert tomllib.loads(marks("config", "show").out)["list_limit"] == 7  # nothing half-written
     broken = Path(json.loads(marks("-o", "json", "config", "show").out)["path"])
+    broken.write_text('future_key = "kept"\nlist_limit = 3\n')  # from a newer marks
+    assert marks("config", "set", "search_limit", "9").code == 0
+    assert tomllib.loads(broken.read_text()) == {
+        "future_key": "kept",
+        "list_limit": 3,
+        "search_limit": 9,
+    }
     broken.write_text("list_limit = -1\n")
     result = marks("bookmark", "list")
     hint = "(bookmarks `bookmark list` shows by default (0: all))"

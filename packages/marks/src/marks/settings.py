@@ -89,7 +89,10 @@ def load(path: Path | None = None) -> dict[str, Any]:
         found = tomllib.loads(path.read_text())
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as error:
         raise ConfigError(f"{path} is not valid TOML: {error}") from None
-    return msgspec.structs.asdict(_checked(found, f"{path}: "))
+    # A key this marks does not know (written by a newer one, or by hand) is left alone, so the
+    # file still loads; `config set` refuses unknown names, and keeps such keys when it rewrites.
+    known = {name: value for name, value in found.items() if name in KEYS}
+    return msgspec.structs.asdict(_checked(known, f"{path}: "))
 
 
 def parse_value(name: str, text: str) -> Any:
@@ -143,8 +146,9 @@ def store_value(name: str, value: Any, path: Path | None = None) -> Any:
     path = path or config_path()
     current = _current(path)
     current[name] = value
-    checked = _checked(current, f"{path}: ")  # the whole file stays loadable
-    _write(path, {key: getattr(checked, key) for key in current})
+    known = {key: value for key, value in current.items() if key in KEYS}
+    checked = _checked(known, f"{path}: ")  # the whole file stays loadable
+    _write(path, {key: getattr(checked, key) if key in KEYS else current[key] for key in current})
     return getattr(checked, name)
 
 
