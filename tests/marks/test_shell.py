@@ -468,6 +468,7 @@ lines = (
                     "1/nosuch",
                     "prog*",
                     "/tags/dev/python/2",
+                    "\ud800",
                 ]
             ),
             st.text(st.characters(exclude_characters="!\x00"), max_size=6),

@@ -26,6 +26,9 @@ def handled(run: Callable[[], object]) -> int:
         return 130
     except BrokenPipeError:
         return 0  # `marks bookmark list | head` is not an error
+    except UnicodeEncodeError:  # undecodable bytes on the command line reached SQLite
+        print("marks: an argument is not valid text in this locale (UTF-8)", file=sys.stderr)
+        return 1
     except Exception as error:
         if isinstance(error, MarksError | OSError):
             message = str(error) or type(error).__name__

@@ -120,8 +120,17 @@ def tag_bindings(name: str) -> list[str]:
     return [folded, like_prefix(folded)]
 
 
+def _encodable(text: str) -> str:
+    """Text SQLite can take (a lone surrogate, as from undecodable command-line bytes, cannot)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise QueryError(f"cannot search for {text!r}: it is not valid Unicode") from None
+    return text
+
+
 def full_text(store: Any, text: str, limit: int | None) -> list[SearchHit]:
-    tree = parse(text)
+    tree = parse(_encodable(text))
     whole = _fts(tree)
     count = -1 if limit is None else limit
     rankings: dict[str, str] = {}
@@ -196,7 +205,7 @@ def _snippets(store: Any, rankings: dict[str, str], ids: list[int]) -> dict[int,
 
 def substring(store: Any, text: str, limit: int | None) -> list[SearchHit]:
     """Case-insensitive (ASCII) substring match in title, URL, description and tags."""
-    if not text.strip():
+    if not _encodable(text).strip():
         raise QueryError("empty search")
     pattern = "%" + like_escape(text) + "%"
     clause = " OR ".join(

@@ -72,6 +72,8 @@ class Commands:
             method(list(invocation.args))
         except MarksError as error:  # the domain's errors, mapped once here
             raise ShellError(f"{invocation.name}: {error}") from None
+        except UnicodeEncodeError:  # a lone surrogate typed or pasted: SQLite cannot store it
+            raise ShellError(f"{invocation.name}: the text is not valid Unicode") from None
 
     # --- helpers ---------------------------------------------------------------------------------
 
