@@ -58,8 +58,8 @@ class Endpoint:
     params: tuple[Param, ...] = ()
     body: Any = None  # a msgspec type, decoded from JSON
     status: int = 200
-    response: Any = None  # a type, a tuple of types (any of), or None for no body
-    media: str = "application/json"  # of the response
+    # A type, a tuple of types (any of), {media type: type} (str: text), or None for no body.
+    response: Any = None
     errors: tuple[int, ...] = ()  # besides 400/401/403/413 which any route may answer
     raw: bool = False  # the handler is `async (request, libraries, settings)` and answers itself
 

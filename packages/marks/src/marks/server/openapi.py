@@ -16,7 +16,6 @@ PHRASES = {
     413: "Body too large",
     422: "Invalid input",
 }
-EXPORT_MEDIA = ("application/json", "text/html", "text/csv", "text/markdown")
 
 
 def _param_schema(param: Param) -> dict[str, Any]:
@@ -55,6 +54,8 @@ def build(endpoints: list[Endpoint]) -> dict[str, Any]:
             types.append(endpoint.body)
         if isinstance(endpoint.response, tuple):
             types += list(endpoint.response)
+        elif isinstance(endpoint.response, dict):
+            types += [t for t in endpoint.response.values() if t is not str]
         elif endpoint.response not in (None, str):
             types.append(endpoint.response)
     schemas, components = msgspec.json.schema_components(
@@ -101,10 +102,13 @@ def build(endpoints: list[Endpoint]) -> dict[str, Any]:
         responses = operation["responses"]
         if endpoint.response is None:
             responses[str(endpoint.status)] = {"description": "Done"}
-        elif endpoint.response is str:
+        elif isinstance(endpoint.response, dict):  # one body per media type (exports)
             responses[str(endpoint.status)] = {
                 "description": "The file",
-                "content": {media: {"schema": {"type": "string"}} for media in EXPORT_MEDIA},
+                "content": {
+                    media: {"schema": {"type": "string"} if kind is str else by_type[kind]}
+                    for media, kind in endpoint.response.items()
+                },
             }
         else:
             if isinstance(endpoint.response, tuple):

@@ -22,7 +22,7 @@ from marks.library import Library
 from marks.server.endpoint import Endpoint, Libraries, Param, in_thread
 from marks.server.settings import ServerSettings
 from marks.store import Store
-from marks.wire import ImportReport
+from marks.wire import Bookmark, ImportReport
 from servekit import HTTPError, JSONResponse
 
 MEDIA = {
@@ -160,7 +160,8 @@ async def import_(request: Request, libraries: Libraries, settings: ServerSettin
 ENDPOINTS = [
     Endpoint("GET", "/export/{format}", "Every bookmark as json, html, csv or markdown (streamed)",
              export, (Param("hierarchical", bool, False, "html: folders from tags"),),
-             response=str, media="*", raw=True, errors=(404,)),
+             response={"application/json": list[Bookmark], "text/html": str, "text/csv": str,
+                       "text/markdown": str}, raw=True, errors=(404,)),
     Endpoint("POST", "/import/{format}", "Import a file sent as the body (html, json, csv, text);"
              " all or nothing, answers the same report as the CLI", import_,
              (Param("update", bool, False, "merge into bookmarks that exist"),),
