@@ -7,8 +7,6 @@ import json
 import httpx
 import msgspec
 
-from support.marksserve import served  # noqa: F401  (the live-server fixture)
-
 TRACEBACK_WORDS = ("Traceback", 'File "', "/site-packages/")
 
 

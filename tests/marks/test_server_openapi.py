@@ -8,8 +8,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-from support.marksserve import served  # noqa: F401
-
 SCHEMATHESIS = str(Path(sys.executable).with_name("schemathesis"))
 CHECKS = ",".join(
     [

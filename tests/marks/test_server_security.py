@@ -7,7 +7,7 @@ import httpx
 import pytest
 
 from support.marksrun import MARKS, Runner
-from support.marksserve import Served, served, start_marks  # noqa: F401
+from support.marksserve import Served, start_marks
 
 EXTENSION = "chrome-extension://" + "abcdefghijklmnopabcdefghijklmnop"
 FIREFOX = "moz-extension://0b2c4d1e-8f3a-4b5c-9d6e-7f8a9b0c1d2e"
