@@ -430,6 +430,39 @@ class Library:
             self._drop_orphan_tags()
         return affected
 
+    def retag(
+        self, ids: Iterable[int], *, add: Iterable[str] = (), remove: Iterable[str] = ()
+    ) -> int:
+        """Add and remove tags on many bookmarks in one transaction (every id must exist);
+        returns how many tag links changed. Removing a tag no bookmark has changes nothing."""
+        add, remove = _clean_tags(add), _clean_tags(remove)
+        with self.store.transaction():
+            chosen = self.select_ids(ids=ids)
+            changed = sum(self.tag_add(name, chosen) for name in add)
+            for name in remove:
+                if self.store.value("SELECT 1 FROM tags WHERE name = ?", (name,)):
+                    changed += self.tag_remove(name, chosen)
+        return changed
+
+    def tag_delete(self, tag: str) -> int:
+        """Remove a tag and its descendants from every bookmark (the bookmarks stay);
+        returns how many bookmarks lost a tag."""
+        (name,) = _clean_tags([tag])
+        with self.store.transaction():
+            affected = self.store.value(
+                f"SELECT count(*) FROM bookmarks WHERE {search.tag_clause()}",
+                search.tag_bindings(name),
+            )
+            if not affected:
+                raise NotFound(f"no bookmark has tag {name!r}")
+            self.store.execute(
+                "DELETE FROM bookmark_tags WHERE tag_id IN "
+                "(SELECT id FROM tags WHERE name = ? OR name LIKE ? ESCAPE '\\')",
+                search.tag_bindings(name),
+            )
+            self._drop_orphan_tags()
+        return affected
+
     # --- import and export -----------------------------------------------------------------------
 
     def import_records(

@@ -45,6 +45,12 @@ KEYS: dict[str, Key] = {
     "search_limit": Key(int, 50, "results `bookmark search` shows by default"),
     "search_fts": Key(bool, False, "use ranked full-text search without --fts"),
     "aliases": Key(dict, {}, "shell aliases (set them with `alias` in `marks shell`)"),
+    # `marks serve`: where it listens and who may talk to it (see the README's security model).
+    "server_host": Key(str, "127.0.0.1", "address `marks serve` binds"),
+    "server_port": Key(int, 8000, "port `marks serve` binds"),
+    "server_names": Key(list, [], "extra Host names the server answers to (DNS-rebinding guard)"),
+    "cors_origins": Key(list, [], "web origins allowed to call the API (never `*`)"),
+    "api_token": Key(str, "", "token clients send as `Authorization: Token ...`"),
 }
 
 
@@ -56,6 +62,10 @@ def _check(name: str, value: Any) -> Any:
         (key.kind is bool and not isinstance(value, bool))
         or (key.kind is int and (isinstance(value, bool) or not isinstance(value, int)))
         or (key.kind is str and not isinstance(value, str))
+        or (
+            key.kind is list
+            and not (isinstance(value, list) and all(isinstance(i, str) for i in value))
+        )
     ):
         raise ConfigError(f"{name} must be {key.kind.__name__}, not {value!r}")
     if key.choices and value not in key.choices:
@@ -73,6 +83,8 @@ def parse_value(name: str, text: str) -> Any:
     assert key is not None
     if key.kind is dict:
         raise ConfigError(f"{name} is a table: edit it in the shell (alias NAME=COMMAND)")
+    if key.kind is list:  # `a, b` on the command line
+        return _check(name, [item.strip() for item in text.split(",") if item.strip()])
     if key.kind is bool:
         lowered = text.strip().lower()
         if lowered not in ("true", "false", "yes", "no", "1", "0", "on", "off"):

@@ -25,6 +25,7 @@ GROUPS = {
     "db": ("marks.cli.db", "Inspect and maintain the database."),
     "config": ("marks.cli.config", "Show and change settings."),
     "shell": ("marks.cli.shell", "Browse the library as a filesystem (interactive or -c)."),
+    "serve": ("marks.cli.serve", "Run the REST API and the web UI."),
 }
 
 
