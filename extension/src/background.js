@@ -114,12 +114,12 @@ async function addSelection(info, tab) {
 
 async function setStar(tab, starred) {
   let bookmark = await lookup(tab.url, { fresh: true });
+  if (starred === undefined) starred = !bookmark?.starred; // toggling an unknown page stars it
   if (!bookmark) {
-    const result = await add({ url: tab.url, title: tab.title || "", starred: true }, tab.id);
+    const result = await add({ url: tab.url, title: tab.title || "", starred }, tab.id);
     if (!result.bookmark) return result;
     bookmark = result.bookmark;
   }
-  if (starred === undefined) starred = !bookmark.starred;
   if (bookmark.starred !== starred) {
     bookmark = await (await client()).update(bookmark.id, { starred });
   }

@@ -10,6 +10,11 @@ const LOOPBACK = ["127.0.0.1", "localhost"];
 const isFirefox = browser.runtime.getURL("").startsWith("moz-extension:");
 const SHORTCUTS_PAGE = isFirefox ? "about:addons" : "chrome://extensions/shortcuts";
 
+// Chromium gives the popup command no description of its own.
+function label(command) {
+  return command.name === "_execute_action" ? "Open the marks popup" : command.description || command.name;
+}
+
 function report(message, ok) {
   $("result").textContent = message;
   $("result").className = ok ? "ok" : "bad";
@@ -57,7 +62,7 @@ async function shortcuts() {
   $("shortcut-list").replaceChildren(
     ...commands.map((command) => {
       const li = document.createElement("li");
-      li.textContent = `${command.description || command.name}: ${command.shortcut || "not set"}`;
+      li.textContent = `${label(command)}: ${command.shortcut || "not set"}`;
       return li;
     }),
   );
@@ -66,7 +71,7 @@ async function shortcuts() {
     $("unassigned").hidden = false;
     $("unassigned-text").textContent =
       `The browser did not assign ${missing.length === 1 ? "this shortcut" : "these shortcuts"} ` +
-      `(it uses the keys itself): ${missing.map((c) => c.description || c.name).join("; ")}. ` +
+      `(it uses the keys itself): ${missing.map(label).join("; ")}. ` +
       "Choose other keys in the browser's shortcut settings.";
     $("shortcuts-hint").textContent = SHORTCUTS_PAGE;
   }

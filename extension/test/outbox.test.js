@@ -19,6 +19,7 @@ test("adds kept while offline are sent in order when the server is back", async 
   assert.equal((await box.pending()).length, 2);
   const sent = [];
   const result = await box.flush(async (item) => {
+    assert.deepEqual(Object.keys(item).sort(), ["title", "url"]); // sent as it was made
     sent.push(item.url);
     return { ok: true, status: 201 };
   });

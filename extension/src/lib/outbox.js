@@ -40,8 +40,9 @@ export class Outbox {
     let index = 0;
     for (; index < items.length; index += 1) {
       let answer;
+      const { keptAt, ...fields } = items[index]; // what the server takes: the add as it was made
       try {
-        answer = await send(items[index]);
+        answer = await send(fields);
       } catch {
         break; // unreachable again: keep this one and the rest
       }
