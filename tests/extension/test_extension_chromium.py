@@ -41,7 +41,7 @@ def _free_port() -> int:
 class Pages(http.server.BaseHTTPRequestHandler):
     """/any/path answers a page whose title is the path, with a link and some text to select."""
 
-    def do_GET(self) -> None:  # noqa: N802 (the stdlib's name)
+    def do_GET(self) -> None:
         body = (
             f"<!doctype html><title>Page {self.path}</title>"
             f"<p id=text>Some words worth keeping</p>"
@@ -189,7 +189,7 @@ def test_shortcuts_actually_assigned_are_recorded_and_the_missing_one_reported(b
             """async () => {
                  for (let i = 0; i < 300; i += 1) {  // wait for the tab the install opens
                    const tabs = await chrome.tabs.query({});
-                   const found = tabs.find((t) => (t.url || "").includes("options.html?unassigned="));
+                   const found = tabs.find((t) => (t.url || "").includes("?unassigned="));
                    if (found) return found.url;
                    await new Promise((resolve) => setTimeout(resolve, 50));
                  }
