@@ -24,6 +24,7 @@ GROUPS = {
     "export": ("marks.cli.transfer", "Export every bookmark to a file or stdout."),
     "db": ("marks.cli.db", "Inspect and maintain the database."),
     "config": ("marks.cli.config", "Show and change settings."),
+    "queue": ("marks.cli.queue", "Keep a reading queue with priorities and progress."),
     "shell": ("marks.cli.shell", "Browse the library as a filesystem (interactive or -c)."),
 }
 
