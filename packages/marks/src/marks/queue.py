@@ -85,8 +85,13 @@ class ReadingQueue:
         return [_item(row) for row in rows]
 
     def next(self) -> QueueItem | None:
+        return self._first(NEXT_ORDER)
+
+    def _first(self, order: str) -> QueueItem | None:
+        # Order the queue table alone, then join one row: joining first sorts every open item.
         row = self.store.one(
-            f"{_SELECT} WHERE q.completed_at IS NULL ORDER BY {NEXT_ORDER} LIMIT 1"
+            f"{_SELECT} WHERE q.bookmark_id = (SELECT q.bookmark_id FROM reading_queue q "
+            f"WHERE q.completed_at IS NULL ORDER BY {order} LIMIT 1)"
         )
         return None if row is None else _item(row)
 
@@ -102,15 +107,13 @@ class ReadingQueue:
             "GROUP BY priority"
         ):
             by_priority[level] = count
-        oldest = self.store.one(
-            f"{_SELECT} WHERE q.completed_at IS NULL ORDER BY q.queued_at, q.bookmark_id LIMIT 1"
-        )
+        oldest = self._first("q.queued_at, q.bookmark_id")
         return QueueStats(
             queued=queued,
             in_progress=in_progress,
             completed=completed,
             by_priority=by_priority,
-            oldest=None if oldest is None else _item(oldest),
+            oldest=oldest,
         )
 
     # --- writing ---------------------------------------------------------------------------------

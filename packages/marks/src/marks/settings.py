@@ -45,6 +45,7 @@ KEYS: dict[str, Key] = {
     "search_limit": Key(int, 50, "results `bookmark search` shows by default"),
     "search_fts": Key(bool, False, "use ranked full-text search without --fts"),
     "aliases": Key(dict, {}, "shell aliases (set them with `alias` in `marks shell`)"),
+    "plugins": Key(dict, {}, "plugin name -> enabled (`marks plugin enable|disable NAME`)"),
 }
 
 
