@@ -7,13 +7,16 @@ subclasses whose message is one line a person can act on.
 import contextlib
 import datetime as dt
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from marks import clock, search, tagnames, urls
 from marks.rows import COLUMNS
 from marks.rows import to_bookmark as row_to_bookmark
 from marks.store import Store
 from marks.wire import Bookmark, ImportReport, SearchHit, TagCount, TagStats, TagUse
+
+if TYPE_CHECKING:
+    from marks.plugins import Plugins
 
 
 class MarksError(Exception):
@@ -72,9 +75,15 @@ def _clean_tags(names: Iterable[str]) -> list[str]:
 
 
 class Library:
-    def __init__(self, store: Store, now: Callable[[], dt.datetime] = clock.now) -> None:
+    def __init__(
+        self,
+        store: Store,
+        now: Callable[[], dt.datetime] = clock.now,
+        plugins: "Plugins | None" = None,
+    ) -> None:
         self.store = store
         self.now = now
+        self.plugins = plugins  # marks.plugins.Plugins; None: no plugin is ever called
         self._tag_ids: dict[str, int] = {}
 
     # --- reading ---------------------------------------------------------------------------------
@@ -150,6 +159,8 @@ class Library:
             yield row_to_bookmark(row)
 
     def search(self, text: str, *, fts: bool = True, limit: int | None = 50) -> list[SearchHit]:
+        if self.plugins is not None:
+            text = self.plugins.chain("search_enhancer", text)
         try:
             if fts:
                 return search.full_text(self.store, text, limit)
@@ -187,10 +198,33 @@ class Library:
                 starred=starred,
                 archived=archived,
             )
+            self._enrich(record)
             bookmark_id = self._insert(
                 record, _clean_tags(record.tags), urls.key(url), urls.domain(url)
             )
-        return self.get(bookmark_id)
+        added = self.get(bookmark_id)
+        self._fire("on_bookmark_added", added)
+        return added
+
+    def _enrich(self, record: Record) -> None:
+        """bookmark_enricher plugins fill what the user left empty and may add tags."""
+        if self.plugins is None:
+            return
+        for _name, changes in self.plugins.apply("bookmark_enricher", record):
+            if not isinstance(changes, dict):
+                continue
+            for field in ("title", "description"):
+                value = changes.get(field)
+                if isinstance(value, str) and value.strip() and not getattr(record, field):
+                    setattr(record, field, value.strip())
+            extra = changes.get("tags")
+            if isinstance(extra, list | tuple):
+                record.tags = [*record.tags, *(t for t in extra if isinstance(t, str))]
+
+    def _fire(self, hook: str, *args: Any) -> None:
+        # After the commit: a plugin sees what is stored, and its failure cannot undo it.
+        if self.plugins is not None:
+            self.plugins.fire(hook, *args)
 
     def _insert(self, record: Record, tags: list[str], key: str, domain: str) -> int:
         self.store.execute(
@@ -264,7 +298,9 @@ class Library:
                 )
             if "tags" in changes:
                 self._set_tags(current.id, _clean_tags(changes["tags"]))
-        return self.get(bookmark_id)
+        updated = self.get(bookmark_id)
+        self._fire("on_bookmark_updated", updated)
+        return updated
 
     def _set_tags(self, bookmark_id: int, tags: list[str]) -> None:
         self.store.execute("DELETE FROM bookmark_tags WHERE bookmark_id = ?", (bookmark_id,))
@@ -274,10 +310,11 @@ class Library:
     def delete(self, ids: Iterable[int]) -> int:
         ids = list(ids)
         with self.store.transaction():
-            for bookmark_id in ids:
-                self.get(bookmark_id)  # all must exist, or nothing is deleted
+            gone = [self.get(bookmark_id) for bookmark_id in ids]  # all exist, or none goes
             self.store.db.executemany("DELETE FROM bookmarks WHERE id = ?", [(i,) for i in ids])
             self._drop_orphan_tags()
+        for bookmark in gone:
+            self._fire("on_bookmark_deleted", bookmark)
         return len(ids)
 
     def visit(self, bookmark_id: int) -> Bookmark:

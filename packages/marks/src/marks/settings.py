@@ -51,6 +51,7 @@ KEYS: dict[str, Key] = {
     "server_names": Key(list, [], "extra Host names the server answers to (DNS-rebinding guard)"),
     "cors_origins": Key(list, [], "web origins allowed to call the API (never `*`)"),
     "api_token": Key(str, "", "token clients send as `Authorization: Token ...`"),
+    "plugins": Key(dict, {}, "plugin name -> enabled (`marks plugin enable|disable NAME`)"),
 }
 
 

@@ -57,5 +57,25 @@ class SearchHit(msgspec.Struct):
     snippet: str | None = None
 
 
+class QueueItem(msgspec.Struct, kw_only=True):
+    """A reading-queue entry: the bookmark's id, url and title with its place in the queue."""
+
+    id: int
+    url: str
+    title: str = ""
+    priority: int = 3  # 1 (highest) .. 5
+    progress: int = 0  # percent; 100 completes the item
+    queued_at: dt.datetime | None = None
+    completed_at: dt.datetime | None = None
+
+
+class QueueStats(msgspec.Struct, kw_only=True):
+    queued: int  # open items (not completed)
+    in_progress: int  # open items with some progress
+    completed: int
+    by_priority: dict[int, int]  # open items per priority level
+    oldest: QueueItem | None = None  # the open item queued first
+
+
 BOOKMARK_FIELDS = tuple(Bookmark.__struct_fields__)
 encode_json = msgspec.json.Encoder().encode
