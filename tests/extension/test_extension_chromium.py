@@ -423,3 +423,17 @@ def test_visits_are_counted_only_when_asked(browser, server, pages):
     browser.configure(served.url, served.token, countVisits=True)
     page.reload()
     assert wait_until(lambda: lookup(server, url)["visit_count"] >= 1, timeout=15)
+
+
+def test_popup_puts_the_page_in_the_reading_queue_with_a_priority(browser, server, pages):
+    browser.configure(server.served.url, server.served.token)
+    url = f"{pages}/queue/me"
+    popup = browser.extension_page(f"popup.html?url={url}&title=Queue%20me")
+    expect(popup.locator("#save")).to_have_text("Add")
+    popup.select_option("#priority", "2")
+    popup.click("#queue")
+    expect(popup.locator("#status")).to_have_text("In the reading queue (priority 2)")
+    (item,) = server.served.http.get("/queue").json()
+    assert (item["url"], item["priority"], item["title"]) == (url, 2, "Queue me")
+    popup.click("#queue")  # a second time: the server's reason, in one line
+    expect(popup.locator("#status")).to_contain_text("already in the reading queue")

@@ -8,7 +8,14 @@ from starlette.responses import FileResponse
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from marks.server import openapi, routes_bookmarks, routes_library, routes_tags, routes_transfer
+from marks.server import (
+    openapi,
+    routes_bookmarks,
+    routes_library,
+    routes_queue,
+    routes_tags,
+    routes_transfer,
+)
 from marks.server.endpoint import Endpoint, Libraries, make_handler
 from marks.server.security import Guard
 from marks.server.settings import ServerSettings
@@ -17,7 +24,7 @@ from servekit import CorsPolicy, JSONResponse, exception_handlers
 STATIC = Path(__file__).with_name("static")
 # One module per resource. A capability that lands (health, queue, content, graph, browsers)
 # adds its `routes_<name>.py` here, and its web view as `static/views/<name>.js`.
-MODULES = (routes_bookmarks, routes_library, routes_tags, routes_transfer)
+MODULES = (routes_bookmarks, routes_library, routes_queue, routes_tags, routes_transfer)
 
 
 def endpoints() -> list[Endpoint]:

@@ -22,6 +22,7 @@ from starlette.responses import Response
 from marks.filters import FilterError
 from marks.formats import FormatError
 from marks.library import Duplicate, Invalid, Library, MarksError, NotFound
+from marks.queue import AlreadyQueued
 from marks.server.settings import ServerSettings
 from marks.store import Store, StoreError
 from servekit import HTTPError, JSONResponse
@@ -141,6 +142,8 @@ def domain_error(error: Exception) -> HTTPError:
     message = (str(error) or type(error).__name__).splitlines()[0]
     if isinstance(error, Duplicate):
         return HTTPError(409, "Duplicate", message, existing_id=error.existing_id)
+    if isinstance(error, AlreadyQueued):
+        return HTTPError(409, "Already queued", message)
     if isinstance(error, NotFound):
         return HTTPError(404, "Not found", message)
     if isinstance(error, FilterError):
