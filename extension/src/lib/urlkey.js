@@ -6,14 +6,40 @@
 // (punycode) form, the default port dropped, percent-encodings of unreserved characters decoded and
 // the others upper-cased, `/` for an empty path, query and fragment kept.
 
-const DEFAULT_PORTS = { http: "80", https: "443", ftp: "21" };
+const DEFAULT_PORTS = { http: "80", https: "443", ftp: "21", ws: "80", wss: "443" };
+// Schemes with an authority and a path; others (mailto:, tel:, urn:, ...) keep all but the scheme.
+const HIERARCHICAL = new Set(["http", "https", "ftp", "file", "ws", "wss", "sftp", "ssh", "git", "gopher"]);
 const UNRESERVED = /[A-Za-z0-9\-._~]/;
+const KEEP = /[A-Za-z0-9!$&'()*+,;=:@/?%\-._~]/; // what percent-encoding leaves as it is
+const NEEDS_ENCODING = /[^\x21-\x7e]|["<>\\^`{|}]/;
 
 export function normalisePercent(text) {
   return text.replace(/%([0-9A-Fa-f]{2})/g, (match, hex) => {
     const character = String.fromCharCode(parseInt(hex, 16));
     return UNRESERVED.test(character) ? character : `%${hex.toUpperCase()}`;
   });
+}
+
+// RFC 3986 6.2.2.1-2: escapes normalised, and what a browser would encode (spaces, non-ASCII as
+// UTF-8, a few ASCII signs) encoded.
+function escapes(text) {
+  let result = normalisePercent(text);
+  if (NEEDS_ENCODING.test(result)) {
+    let encoded = "";
+    for (const character of result) {
+      if (KEEP.test(character)) {
+        encoded += character;
+      } else {
+        try {
+          encoded += encodeURIComponent(character);
+        } catch {
+          encoded += character; // a lone surrogate cannot be UTF-8: leave it
+        }
+      }
+    }
+    result = encoded;
+  }
+  return result;
 }
 
 // Splits like Python's urllib.parse.urlsplit for the parts marks uses.
@@ -40,8 +66,11 @@ export function urlKey(url) {
   const parts = split(trimmed);
   if (!parts) return trimmed;
   const scheme = parts.scheme.toLowerCase();
-  let authority = parts.authority;
-  if (authority !== undefined) {
+  if (!HIERARCHICAL.has(scheme) && !parts.authority) {
+    return trimmed.replace(/^[^:]+/, scheme);
+  }
+  let authority = parts.authority ?? "";
+  if (authority) {
     const at = authority.lastIndexOf("@");
     const userinfo = at >= 0 ? authority.slice(0, at + 1) : "";
     let hostPort = at >= 0 ? authority.slice(at + 1) : authority;
@@ -51,18 +80,17 @@ export function urlKey(url) {
       port = portMatch[1];
       hostPort = hostPort.slice(0, portMatch.index);
     }
-    let host = hostPort.startsWith("[") ? hostPort.toLowerCase() : hostToASCII(normalisePercent(hostPort));
-    if (port && String(Number(port)) === DEFAULT_PORTS[scheme]) port = "";
+    const host = hostPort.startsWith("[") ? hostPort.toLowerCase() : hostToASCII(hostPort);
+    if (!Number(port) || String(Number(port)) === DEFAULT_PORTS[scheme]) port = "";
     if (port) port = String(Number(port));
     authority = userinfo + host + (port ? `:${port}` : "");
   }
-  let path = normalisePercent(parts.path);
-  if (!path && authority) path = "/";
-  let key = `${scheme}:`;
-  if (authority !== undefined) key += `//${authority}`;
-  key += path;
-  if (parts.query !== undefined) key += `?${normalisePercent(parts.query)}`;
-  if (parts.fragment !== undefined && parts.fragment !== "") key += `#${normalisePercent(parts.fragment)}`;
+  const path = escapes(parts.path) || (authority ? "/" : "");
+  let key = authority || scheme === "file" ? `${scheme}://${authority}${path}` : `${scheme}:${path}`;
+  const query = escapes(parts.query ?? "");
+  const fragment = escapes(parts.fragment ?? "");
+  if (query) key += `?${query}`;
+  if (fragment) key += `#${fragment}`;
   return key;
 }
 
