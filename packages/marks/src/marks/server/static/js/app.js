@@ -26,6 +26,7 @@ function message(text, error = false) {
 // --- the sidebar ----------------------------------------------------------------------------
 
 const ui = {
+  message,
   link(id, label, count, onclick) {
     return h("button", {
       type: "button", class: "link", dataset: { nav: id },
@@ -222,7 +223,20 @@ async function deleteEditing() {
   }
 }
 
-// --- bulk tags, import, export --------------------------------------------------------------
+// --- bulk tags, queue, import, export -------------------------------------------------------
+
+async function queueSelected() {
+  try {
+    const added = await request("POST", "/queue", { json: { ids: [...state.selected] } });
+    message(`queued ${added.length} bookmark(s)`);
+    state.selected.clear();
+    updateSelection();
+    await load();
+    renderSidebar();
+  } catch (error) {
+    message(error.message, true);
+  }
+}
 
 async function bulkTag() {
   const tag = $("#bulk-tag").value.trim();
@@ -310,6 +324,7 @@ $("#edit-cancel").addEventListener("click", () => $("#editor").close());
 $("#edit-delete").addEventListener("click", deleteEditing);
 $("#more").addEventListener("click", () => load(true));
 $("#bulk-apply").addEventListener("click", bulkTag);
+$("#bulk-queue").addEventListener("click", queueSelected);
 $("#import-form").addEventListener("submit", importFile);
 for (const link of document.querySelectorAll("[data-export]")) {
   link.addEventListener("click", (event) => {
