@@ -22,6 +22,7 @@ function headers(extra = {}) {
 
 export async function request(method, path, { json, body, type } = {}) {
   for (let attempt = 0; attempt < 2; attempt++) {
+    const sent = token();
     const options = { method, headers: headers() };
     if (json !== undefined) {
       options.body = JSON.stringify(json);
@@ -32,6 +33,7 @@ export async function request(method, path, { json, body, type } = {}) {
     }
     const response = await fetch(path, options);
     if (response.status === 401 && attempt === 0) {
+      if (token() && token() !== sent) continue; // another request asked meanwhile: reuse it
       const given = window.prompt("This marks server needs its API token (marks config token):");
       if (!given) throw new ApiError(401, { error: "Unauthorized", details: "no token given" });
       localStorage.setItem(KEY, given.trim());

@@ -121,6 +121,7 @@ async function load(append = false) {
       if (generation !== state.generation) return;
       state.items = result.hits.map((hit) => hit.bookmark);
       paint(false, result.hits.map((hit) => row(hit.bookmark, hit)));
+      $("#list").dataset.view = `search:${state.search}`; // what the list now shows (for tests too)
       $("#more").hidden = true;
       message(result.hits.length ? `${result.hits.length} result(s)` : "nothing found");
       return;
@@ -130,6 +131,7 @@ async function load(append = false) {
     if (generation !== state.generation) return;
     state.items = append ? state.items.concat(page.items) : page.items;
     paint(append, page.items.map((bookmark) => row(bookmark)));
+    $("#list").dataset.view = state.view.title;
     state.offset += page.items.length;
     $("#more").hidden = !page.has_more;
     message(state.items.length ? "" : "no bookmarks here");
