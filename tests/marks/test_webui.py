@@ -270,3 +270,39 @@ def test_the_ui_asks_for_the_token_once_when_the_server_needs_one(browser, tmp_p
         context.close()
     finally:
         process.stop()
+
+
+def test_the_reading_queue_view(ui):
+    ids = [ui.served.add(f"https://read.example/{n}", title=f"Read {n}")["id"] for n in range(3)]
+    ui.served.http.post("/queue", json={"ids": [ids[0]], "priority": 3})
+    ui.open()
+    queue = ui.page.locator("#view-queue")
+    queue.locator(".queue-item").first.wait_for()
+    assert queue.locator(".queue-next strong").text_content() == "Read 0"
+
+    # Queue two more from the list, with the selection tools.
+    for title in ("Read 1", "Read 2"):
+        ui.page.locator("#list > li", has_text=title).locator("input[type=checkbox]").check()
+    ui.page.click("#bulk-queue")
+    ui.page.wait_for_selector("#message:has-text('queued 2 bookmark(s)')")
+    queue = ui.page.locator("#view-queue")
+    sync_api.expect(queue.locator(".queue-item")).to_have_count(3)
+
+    # Priority 1 moves "Read 2" to the front; progress on "Read 1" shows in its row.
+    item = queue.locator(f".queue-item[data-id='{ids[2]}']")
+    item.locator(".queue-priority").select_option("1")
+    ui.page.wait_for_selector("#view-queue .queue-next strong:text-is('Read 2')")
+    slider = queue.locator(f".queue-item[data-id='{ids[1]}'] .queue-progress")
+    slider.fill("40")
+    ui.page.wait_for_selector(f"#view-queue .queue-item[data-id='{ids[1]}'] .count:text-is('40%')")
+    ui.shot("queue")
+    stats = ui.served.http.get("/queue/stats").json()
+    assert stats["in_progress"] == 1 and stats["by_priority"]["1"] == 1
+
+    # Progress 100 completes an item: it leaves the queue and counts as completed.
+    queue.locator(f".queue-item[data-id='{ids[2]}'] .queue-progress").fill("100")
+    ui.page.wait_for_selector("#view-queue .queue-stats:has-text('1 completed')")
+    assert [i["id"] for i in ui.served.http.get("/queue").json()] == [ids[1], ids[0]]
+    queue.locator(f".queue-item[data-id='{ids[0]}'] .queue-remove").click()
+    ui.page.wait_for_selector(f"#view-queue .queue-item[data-id='{ids[0]}']", state="detached")
+    assert [i["id"] for i in ui.served.http.get("/queue").json()] == [ids[1]]

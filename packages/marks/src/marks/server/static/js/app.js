@@ -230,11 +230,11 @@ async function deleteEditing() {
 async function queueSelected() {
   try {
     const added = await request("POST", "/queue", { json: { ids: [...state.selected] } });
-    message(`queued ${added.length} bookmark(s)`);
     state.selected.clear();
     updateSelection();
     await load();
     renderSidebar();
+    message(`queued ${added.length} bookmark(s)`); // after load(), which resets the message
   } catch (error) {
     message(error.message, true);
   }
