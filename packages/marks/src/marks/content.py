@@ -69,15 +69,16 @@ class Content:
     def view(self, bookmark_id: int, raw: bool = False) -> str:
         self.library.get(bookmark_id)
         row = self.store.one(
-            "SELECT text, original, kind FROM page_content WHERE bookmark_id = ?", (bookmark_id,)
+            "SELECT text, original, kind, error FROM page_content WHERE bookmark_id = ?",
+            (bookmark_id,),
         )
         if row is None:
             raise NotFound(f"no content stored for bookmark {bookmark_id} (content refresh)")
-        text, original, kind = row
+        text, original, kind, error = row
+        if original is None:
+            raise NotFound(f"no page stored for bookmark {bookmark_id}: {error or kind}")
         if not raw:
             return text
-        if original is None:
-            raise NotFound(f"no original stored for bookmark {bookmark_id} ({kind})")
         body = zlib.decompress(original)
         if kind == "pdf":
             raise Invalid(f"bookmark {bookmark_id} is a PDF: --raw shows only text pages")

@@ -240,9 +240,9 @@ class Health:
 
         try:
             asyncio.run(self._check_all(gate, finished))
-        except KeyboardInterrupt:
+        except (KeyboardInterrupt, asyncio.CancelledError):
             summary.interrupted = True
-            raise
+            raise KeyboardInterrupt from None
         finally:
             if not dry_run:
                 self._store(pending)

@@ -161,12 +161,18 @@ def health(
         click.echo("id,url,result,status,reachable,final_url,confirmed,detail")
     try:
         checker.run(selection, dry_run=dry_run, on_result=on_result, summary=summary)
+    except KeyboardInterrupt:
+        summary.interrupted = True  # results stored so far are kept
     finally:
         if bar is not None:
             bar.__exit__(None, None, None)
+            click.echo(err=True)
         if stream is not None:
             stream.close()
         _summary(summary, options, dry_run, err=fmt != "table")
+    if summary.interrupted:
+        click.echo("marks: interrupted", err=True)
+        raise click.exceptions.Exit(130)
 
 
 def show_csv(check) -> list[str]:
