@@ -129,11 +129,21 @@ class Scheduler(Generic[T, R]):
         waiting: dict[str, deque[T]] = {}
         runnable: dict[str, None] = {}  # hosts with waiting items and a free slot, in order
         queued = 0
-        running: dict[asyncio.Task, tuple[T, str]] = {}
+        running: dict[asyncio.Future, tuple[T, str]] = {}
+        # Finished tasks report here (asyncio.wait would re-register every running task each
+        # time one finishes: quadratic in the concurrency).
+        finished: deque[asyncio.Future] = deque()
+        wake = asyncio.Event()
+
+        def report(task: asyncio.Future) -> None:
+            finished.append(task)
+            wake.set()
 
         def start(item: T, name: str) -> None:
             active[name] = active.get(name, 0) + 1
-            running[asyncio.ensure_future(work(item))] = (item, name)
+            task = asyncio.ensure_future(work(item))
+            task.add_done_callback(report)
+            running[task] = (item, name)
 
         def offer(name: str) -> None:
             if waiting.get(name) and active.get(name, 0) < self.per_host:
@@ -165,8 +175,10 @@ class Scheduler(Generic[T, R]):
                     if exhausted and not queued:
                         return
                     continue  # only waiting items: the first loop starts them
-                finished, _ = await asyncio.wait(running, return_when=asyncio.FIRST_COMPLETED)
-                for task in finished:
+                await wake.wait()
+                wake.clear()
+                while finished:
+                    task = finished.popleft()
                     item, name = running.pop(task)
                     active[name] -= 1
                     if not active[name]:
