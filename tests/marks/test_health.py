@@ -232,3 +232,14 @@ def test_history_is_removed_with_its_bookmark(db_path, web):
     library.delete([bookmark.id])
     assert library.store.value("SELECT count(*) FROM health_checks") == 0
     assert clock.now()  # the library is still usable
+
+
+def test_one_slow_page_does_not_condemn_a_server_that_answers(db_path, web):
+    library = Library(Store(db_path))
+    library.add(web.url("/ok?first", host=2))
+    library.add(web.url("/slow?alone", host=2))
+    for number in range(6):
+        library.add(web.url(f"/page/after{number}", host=2))
+    checker = Health(library, Options(concurrency=1, per_host=1, timeout=0.5, retries=1))
+    summary = checker.run(Selection())
+    assert summary.by_result == {"ok": 7, "timeout": 1} and summary.hosts_down == {}

@@ -173,6 +173,8 @@ class Content:
 
         try:
             asyncio.run(self._fetch_all(force, finished))
+        except (KeyboardInterrupt, asyncio.CancelledError):
+            raise KeyboardInterrupt from None  # every page finished so far is stored
         finally:
             summary.seconds = time.monotonic() - started
         return summary

@@ -70,14 +70,22 @@ class HostGate:
     failures: dict[str, int] = field(default_factory=dict)
     down: dict[str, Verdict] = field(default_factory=dict)
     skipped: dict[str, int] = field(default_factory=dict)  # links not tried, per host
+    answered: set[str] = field(default_factory=set)  # hosts that sent any HTTP answer
 
-    def record(self, host: str, verdict: Verdict) -> None:
-        if verdict.result in ("timeout", "connection_error", "dns") and verdict.status is None:
-            self.failures[host] = self.failures.get(host, 0) + 1
-            if verdict.result == "dns" or self.failures[host] >= HOST_DOWN_AFTER:
-                self.down.setdefault(host, verdict)
-        else:
+    def record(self, host: str, verdict: Verdict, first_attempt: bool = True) -> None:
+        if verdict.status is not None or verdict.result not in (
+            "timeout",
+            "connection_error",
+            "dns",
+        ):
+            self.answered.add(host)
             self.failures.pop(host, None)
+            return
+        if not first_attempt or (verdict.result == "timeout" and host in self.answered):
+            return  # a retry, or one slow page of a server that answers: not a dead host
+        self.failures[host] = self.failures.get(host, 0) + 1
+        if verdict.result == "dns" or self.failures[host] >= HOST_DOWN_AFTER:
+            self.down.setdefault(host, verdict)
 
     def verdict_for(self, host: str) -> Verdict | None:
         first = self.down.get(host)
@@ -187,7 +195,7 @@ async def check(
     while True:
         attempts += 1
         verdict = await _attempt(session, url, timeout)
-        gate.record(host, verdict)
+        gate.record(host, verdict, first_attempt=attempts == 1)
         if not verdict.retryable or attempts > retries or host in gate.down:
             break
         await asyncio.sleep(verdict.retry_after or backoff * 2 ** (attempts - 1))

@@ -56,8 +56,13 @@ def refresh(ids, everything, expression, force, verbose, concurrency, timeout) -
         if bar is not None:
             bar.update(1)
 
+    summary = service.RefreshSummary()
     try:
-        summary = pages.refresh(force=force, on_result=on_result)
+        pages.refresh(force=force, on_result=on_result, summary=summary)
+    except KeyboardInterrupt:
+        done = sum(summary.by_outcome.values())
+        click.echo(f"\nmarks: interrupted after {done} of {total} page(s) (kept)", err=True)
+        raise click.exceptions.Exit(130) from None
     finally:
         if bar is not None:
             bar.__exit__(None, None, None)
