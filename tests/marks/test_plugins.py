@@ -201,7 +201,8 @@ def test_the_keyword_suggester_learns_from_the_library(library: Library):
     suggester = KeywordSuggester()
     suggester.on_load(Context(library=library))
     offered = dict(suggester.suggest(target, ""))
-    assert max(offered, key=offered.get) == "rust"
+    assert offered["rust"] >= 0.9  # a tag the library knows, near the strongest (rarest) word
+    assert "ownership" in offered and "and" not in offered
     # A bookmark is never offered a tag it has, or an ancestor of one it has.
     assert "python" not in dict(suggester.suggest(nested, ""))
     assert plugins.infos() == []

@@ -26,9 +26,10 @@ def suggest(
     ids: Iterable[int],
     *,
     min_score: float = 0.3,
+    limit: int = 3,
     text_of: Callable[[int], str] = lambda bookmark_id: "",
 ) -> list[Suggestion]:
-    """Suggestions for each bookmark, best first; `text_of` gives cached page text where known."""
+    """At most `limit` suggestions per bookmark, best first; `text_of` gives stored page text."""
     found: list[Suggestion] = []
     for bookmark_id in ids:
         bookmark = library.get(bookmark_id)
@@ -46,7 +47,7 @@ def suggest(
                 else:
                     known.score = max(known.score, score)
                     known.by.append(name)
-        found += sorted(best.values(), key=lambda s: (-s.score, s.tag))
+        found += sorted(best.values(), key=lambda s: (-s.score, s.tag))[:limit]
     return found
 
 

@@ -1,10 +1,11 @@
-"""The built-in tag suggester: TF-IDF over the library's own words and tags, no download.
+"""The built-in tag suggester: keywords of a page scored by TF-IDF over the library's own text.
 
-Each tag gets a profile: the summed TF-IDF weights of the words of the bookmarks that carry it
-(title, description, URL words and, where the caller passes it, the cached page text). A bookmark's
-suggestions are the tags whose profile is closest to its own words (cosine similarity), plus a
-bonus for a tag whose own name appears among its words. Profiles are built once per command, the
-first time a suggestion is asked for: one pass over the library.
+No download and no model: a bookmark's words (its title, description and stored page text) are
+weighed by how often they occur in it and how rare they are across the library. Tags the library
+already uses score higher than new words, so suggestions join the existing vocabulary rather than
+scatter it. Scores are in 0..1 (1: the bookmark's strongest term). It is registered as the plugin
+`keywords` (type tag_suggester) like any other plugin; the library-wide word counts are made once
+per command, the first time a suggestion is asked for.
 """
 
 import math
@@ -14,24 +15,162 @@ from typing import Any
 
 from marks import __version__
 
-_WORD = re.compile(r"[^\W\d_]{3,}", re.UNICODE)
-_STOP_WORDS = (  # common English and URL words that say nothing about a topic
-    "the and for with that this from your you are was were have has had not but all can will "
-    "what when where which who how why into about more most other some such than then there "
-    "these those their they them its our out over only also just like get new use using used "
-    "www http https com org net html htm php index page home"
-)
-_STOP = frozenset(_STOP_WORDS.split(" "))
-PROFILE_TERMS = 60  # the strongest words kept per tag: enough to tell tags apart, small to compare
+_WORD = re.compile(r"[^\W\d_][\w'-]{2,}", re.UNICODE)
+NEW_WORD_WEIGHT = 0.7  # a new tag must be clearly stronger than a known one to rank above it
 LIMIT = 10
+STOPWORDS = frozenset(
+    (
+        "the",
+        "and",
+        "for",
+        "are",
+        "but",
+        "not",
+        "you",
+        "all",
+        "any",
+        "can",
+        "had",
+        "her",
+        "was",
+        "one",
+        "our",
+        "out",
+        "day",
+        "get",
+        "has",
+        "him",
+        "his",
+        "how",
+        "man",
+        "new",
+        "now",
+        "old",
+        "see",
+        "two",
+        "way",
+        "who",
+        "boy",
+        "did",
+        "its",
+        "let",
+        "put",
+        "say",
+        "she",
+        "too",
+        "use",
+        "that",
+        "with",
+        "have",
+        "this",
+        "will",
+        "your",
+        "from",
+        "they",
+        "know",
+        "want",
+        "been",
+        "good",
+        "much",
+        "some",
+        "time",
+        "very",
+        "when",
+        "come",
+        "here",
+        "just",
+        "like",
+        "long",
+        "make",
+        "many",
+        "more",
+        "only",
+        "over",
+        "such",
+        "take",
+        "than",
+        "them",
+        "well",
+        "were",
+        "what",
+        "which",
+        "while",
+        "about",
+        "after",
+        "again",
+        "also",
+        "because",
+        "before",
+        "being",
+        "between",
+        "both",
+        "could",
+        "does",
+        "doing",
+        "down",
+        "during",
+        "each",
+        "even",
+        "every",
+        "into",
+        "itself",
+        "most",
+        "must",
+        "other",
+        "same",
+        "should",
+        "since",
+        "still",
+        "their",
+        "theirs",
+        "there",
+        "these",
+        "those",
+        "through",
+        "under",
+        "until",
+        "upon",
+        "where",
+        "whether",
+        "would",
+        "yours",
+        "http",
+        "https",
+        "www",
+        "com",
+        "org",
+        "net",
+        "html",
+        "page",
+        "home",
+        "menu",
+        "login",
+        "search",
+        "copyright",
+        "cookie",
+        "cookies",
+        "privacy",
+        "policy",
+        "terms",
+        "read",
+        "more",
+        "click",
+    )
+)
 
 
 def words(text: str) -> list[str]:
-    return [w for w in (m.group().casefold() for m in _WORD.finditer(text)) if w not in _STOP]
+    return [w for w in (m.group(0).casefold() for m in _WORD.finditer(text)) if w not in STOPWORDS]
 
 
-def _bookmark_text(bookmark: Any) -> str:
-    return f"{bookmark.title} {bookmark.description} {bookmark.url}"
+def _own(tags: list[str]) -> set[str]:
+    """A bookmark's tags, their leaves and their ancestors: suggesting any of them is no news."""
+    have: set[str] = set()
+    for tag in tags:
+        parts = tag.casefold().split("/")
+        have.add(parts[-1])
+        have.update("/".join(parts[:depth]) for depth in range(1, len(parts) + 1))
+    return have
 
 
 class KeywordSuggester:
@@ -39,71 +178,50 @@ class KeywordSuggester:
     type = "tag_suggester"
     version = __version__
     priority = 50
-    description = "Suggests the library's own tags by TF-IDF similarity of words (no download)."
+    description = "Suggests tags from a page's words by TF-IDF over the library (no download)."
     author = "marks"
     dependencies: tuple[str, ...] = ()
 
     def __init__(self) -> None:
         self.library: Any = None
-        self._idf: dict[str, float] | None = None
-        self._profiles: dict[str, dict[str, float]] = {}
+        self._documents = 0
+        self._frequency: Counter[str] | None = None
+        self._known: dict[str, str] = {}
 
     def on_load(self, context: Any) -> None:
         self.library = context.library
 
-    def _build(self) -> None:
-        documents = 0
+    def _count(self) -> None:
         frequency: Counter[str] = Counter()
-        tagged: list[tuple[list[str], Counter[str]]] = []
-        for bookmark in self.library.iterate():
-            counts = Counter(words(_bookmark_text(bookmark)))
+        documents = 0
+        for text in self.library.corpus():
             documents += 1
-            frequency.update(counts.keys())
-            if bookmark.tags:
-                tagged.append((bookmark.tags, counts))
-        self._idf = {w: math.log((1 + documents) / (1 + n)) + 1 for w, n in frequency.items()}
-        sums: dict[str, Counter[str]] = {}
-        for tags, counts in tagged:
-            vector = self._weigh(counts)
-            for tag in tags:
-                sums.setdefault(tag, Counter()).update(vector)
-        self._profiles = {
-            tag: _unit(dict(total.most_common(PROFILE_TERMS))) for tag, total in sums.items()
+            frequency.update(set(words(text)))
+        self._documents, self._frequency = documents, frequency
+        self._known = {
+            name.rsplit("/", 1)[-1].casefold(): name
+            for name in self.library.tag_names(limit=1_000_000)
         }
-
-    def _weigh(self, counts: Counter[str]) -> dict[str, float]:
-        assert self._idf is not None
-        default = max(self._idf.values(), default=1.0)
-        return {w: (1 + math.log(n)) * self._idf.get(w, default) for w, n in counts.items()}
 
     def suggest(self, bookmark: Any, text: str = "") -> list[tuple[str, float]]:
-        if self._idf is None:
-            self._build()
-        counts = Counter(words(f"{_bookmark_text(bookmark)} {text}"))
+        if self._frequency is None:
+            self._count()
+        assert self._frequency is not None
+        counts = Counter(words(f"{bookmark.title} {bookmark.description} {text}"))
         if not counts:
             return []
-        vector = _unit(self._weigh(counts))
-        present = set(counts)
-        # A tag it has, or an ancestor of one (`python` for `python/async`), is no news.
-        own = {
-            "/".join(parts[:depth]).casefold()
-            for parts in (tag.split("/") for tag in bookmark.tags)
-            for depth in range(1, len(parts) + 1)
-        }
-        scores: list[tuple[str, float]] = []
-        for tag, profile in self._profiles.items():
-            if tag.casefold() in own:
-                continue
-            score = sum(weight * profile.get(w, 0.0) for w, weight in vector.items())
-            leaf = tag.rsplit("/", 1)[-1].casefold()
-            if leaf in present:
-                score = 0.5 + score / 2  # its own name is on the page: a strong hint
-            if score > 0:
-                scores.append((tag, round(min(score, 1.0), 3)))
-        scores.sort(key=lambda pair: (-pair[1], pair[0]))
-        return scores[:LIMIT]
-
-
-def _unit(vector: dict[str, float]) -> dict[str, float]:
-    norm = math.sqrt(sum(v * v for v in vector.values())) or 1.0
-    return {w: v / norm for w, v in vector.items()}
+        scored: dict[str, float] = {}
+        for word, count in counts.items():
+            idf = math.log((1 + self._documents) / (1 + self._frequency.get(word, 0))) + 1
+            known = self._known.get(word)
+            tag = known or word
+            scored[tag] = max(
+                scored.get(tag, 0.0),
+                (1 + math.log(count)) * idf * (1 if known else NEW_WORD_WEIGHT),
+            )
+        top = max(scored.values())
+        have = _own(bookmark.tags)
+        ranked = sorted(scored.items(), key=lambda item: (-item[1], item[0]))
+        return [
+            (tag, round(score / top, 3)) for tag, score in ranked if tag.casefold() not in have
+        ][:LIMIT]

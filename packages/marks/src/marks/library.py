@@ -158,6 +158,14 @@ class Library:
         for row in self.store.execute(f"SELECT {COLUMNS} FROM bookmarks ORDER BY id"):
             yield row_to_bookmark(row)
 
+    def corpus(self) -> Iterator[str]:
+        """Each bookmark's words: title, description and stored page text (for tag suggesters)."""
+        for (text,) in self.store.execute(
+            "SELECT b.title || ' ' || b.description || ' ' || coalesce(c.text, '') "
+            "FROM bookmarks b LEFT JOIN page_content c ON c.bookmark_id = b.id"
+        ):
+            yield text
+
     def search(self, text: str, *, fts: bool = True, limit: int | None = 50) -> list[SearchHit]:
         if self.plugins is not None:
             text = self.plugins.chain("search_enhancer", text)

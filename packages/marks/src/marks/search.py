@@ -23,7 +23,7 @@ from marks.rows import to_bookmark as row_to_bookmark
 from marks.wire import SearchHit
 
 FIELDS = {"title": "title", "url": "url", "description": "description", "desc": "description"}
-WEIGHTS = "10.0, 3.0, 2.0, 5.0"  # title, description, url, tags
+WEIGHTS = "10.0, 3.0, 2.0, 5.0, 1.0"  # title, description, url, tags, page_text
 QUALIFIED = qualified("b")
 
 

@@ -52,6 +52,13 @@ KEYS: dict[str, Key] = {
     "cors_origins": Key(list, [], "web origins allowed to call the API (never `*`)"),
     "api_token": Key(str, "", "token clients send as `Authorization: Token ...`"),
     "plugins": Key(dict, {}, "plugin name -> enabled (`marks plugin enable|disable NAME`)"),
+    "health_concurrency": Key(int, 20, "links `bookmark health` checks at once"),
+    "health_per_host": Key(int, 4, "links of one host checked at once"),
+    "health_timeout": Key(int, 10, "seconds a link (or a page) may take to answer"),
+    "health_retries": Key(int, 2, "retries after a timeout, 408, 429 or 5xx"),
+    "health_max_age_hours": Key(int, 24, "`bookmark health` skips results younger than this"),
+    "health_confirm_hours": Key(int, 4, "failures this far apart confirm a link is broken"),
+    "fetch_on_add": Key(bool, True, "`bookmark add` without --title fetches title and description"),
 }
 
 

@@ -79,3 +79,38 @@ class QueueStats(msgspec.Struct, kw_only=True):
 
 BOOKMARK_FIELDS = tuple(Bookmark.__struct_fields__)
 encode_json = msgspec.json.Encoder().encode
+
+
+class HealthCheck(msgspec.Struct, kw_only=True):
+    """One link check: what `bookmark health --output json` prints per URL, and a history row."""
+
+    id: int  # the bookmark
+    url: str
+    result: (
+        str  # ok redirect client_error server_error timeout ssl_error connection_error blocked dns
+    )
+    status: int | None = None
+    reachable: bool
+    final_url: str | None = None
+    detail: str = ""
+    elapsed_ms: int = 0
+    attempts: int = 1
+    checked_at: dt.datetime | None = None
+    failing_since: dt.datetime | None = None  # first failure of the current run of failures
+    confirmed: bool = False  # broken on checks at least `health_confirm_hours` apart
+
+
+class PageContent(msgspec.Struct, kw_only=True):
+    """What `content refresh` stored about a page (without the body)."""
+
+    id: int  # the bookmark
+    url: str
+    outcome: str  # stored, unchanged, too_large, failed
+    kind: str = ""  # html, pdf, text, other, too_large, error
+    status: int | None = None
+    content_type: str = ""
+    size: int = 0
+    words: int = 0
+    title: str = ""
+    detail: str = ""
+    fetched_at: dt.datetime | None = None

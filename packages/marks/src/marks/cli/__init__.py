@@ -20,11 +20,11 @@ OUTPUTS = ("table", "json", "csv", "urls", "plain")
 GROUPS = {
     "bookmark": ("marks.cli.bookmark", "Add, list, search, edit and visit bookmarks."),
     "tag": ("marks.cli.tag", "List, tree, rename, add and remove tags."),
+    "content": ("marks.cli.content", "Fetch pages' text for search, view it, auto-tag."),
     "import": ("marks.cli.transfer", "Import bookmarks from files (all or nothing)."),
     "export": ("marks.cli.transfer", "Export every bookmark to a file or stdout."),
     "db": ("marks.cli.db", "Inspect and maintain the database."),
     "config": ("marks.cli.config", "Show and change settings."),
-    "content": ("marks.cli.content", "Fetch, view and auto-tag page content."),
     "plugin": ("marks.cli.plugin", "List, describe, enable and disable plugins."),
     "queue": ("marks.cli.queue", "Keep a reading queue with priorities and progress."),
     "shell": ("marks.cli.shell", "Browse the library as a filesystem (interactive or -c)."),

@@ -25,14 +25,29 @@ def _tags(values: tuple[str, ...]) -> list[str]:
 @click.option("--tag", "tags", multiple=True, help="Tag (repeatable, or comma-separated).")
 @click.option("--star", is_flag=True, help="Star it.")
 @click.option("--archived", is_flag=True, help="Mark it archived.")
+@click.option("--no-fetch", is_flag=True, help="Without --title: do not fetch the page's title.")
 def add(
-    url: str, title: str, description: str, tags: tuple[str, ...], star: bool, archived: bool
+    url: str,
+    title: str,
+    description: str,
+    tags: tuple[str, ...],
+    star: bool,
+    archived: bool,
+    no_fetch: bool,
 ) -> None:
-    """Add a bookmark."""
-    added = state().library.add(
+    """Add a bookmark (without --title, the page's title and description are fetched)."""
+    s = state()
+    added = s.library.add(
         url, title=title, description=description, tags=_tags(tags), starred=star, archived=archived
     )
-    show.bookmark_detail(added, state().format)
+    if not title and not no_fetch and s.config["fetch_on_add"]:
+        from marks import pagemeta
+
+        enriched = pagemeta.enrich(s.library, added)
+        added = enriched.bookmark
+        if enriched.note:
+            click.echo(f"marks: {enriched.note}", err=True)
+    show.bookmark_detail(added, s.format)
 
 
 @bookmark.command(name="list")
@@ -209,3 +224,8 @@ def visit(bookmark_id: int, open_it: bool) -> None:
 
         webbrowser.open(visited.url)
     show.bookmark_detail(visited, state().format)
+
+
+from marks.cli.health import health  # noqa: E402  (its own module: the checker's many options)
+
+bookmark.add_command(health)
