@@ -6,7 +6,9 @@ STAMP  := $(VENV)/.installed
 PACKAGES := servekit jobrunner marks
 DIST   ?= dist
 
-.PHONY: dev test lint format demo bench dist system clean
+EXT_STAMP := extension/node_modules/.installed
+
+.PHONY: dev test lint format demo bench dist system clean extension
 
 $(STAMP): pyproject.toml $(foreach p,$(PACKAGES),packages/$(p)/pyproject.toml)
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -20,7 +22,15 @@ dev: $(STAMP)
 system:
 	@bash ci/system-packages.sh
 
-test: dev system
+# The extension's npm tools (web-ext), pinned by extension/package-lock.json.
+$(EXT_STAMP): extension/package.json extension/package-lock.json
+	cd extension && npm ci --no-audit --no-fund --loglevel=error
+	touch $@
+
+extension: dev $(EXT_STAMP)
+	$(BIN)/python extension/build.py $(DIST)
+
+test: dev system $(EXT_STAMP)
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 lint: dev
@@ -44,4 +54,4 @@ dist: dev
 	@ls -1 $(DIST)
 
 clean:
-	rm -rf $(VENV) dist .pytest_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) dist .pytest_cache .ruff_cache .hypothesis extension/node_modules

@@ -200,6 +200,27 @@ def marks_demo() -> None:
         )
 
 
+def marks_health_demo() -> None:
+    """Link health and page content against a local web server (nothing leaves the machine)."""
+    from support.websites import Websites
+
+    print("\n== marks: link health and page content ==")
+    with (
+        Websites(hosts=2, slow_seconds=5) as web,
+        tempfile.TemporaryDirectory(prefix="marks-health-") as directory,
+    ):
+        web.pages["whale"] = ("Whales", "The narwhal sings under the arctic ice.")
+        db = str(Path(directory) / "marks.db")
+        run("marks", "--db", db, "bookmark", "add", web.url("/page/whale"))
+        for path in ("/redirect", "/status/404", "/challenge", "/slow"):
+            run_quiet("marks", "--db", db, "bookmark", "add", web.url(path, 2), "--no-fetch")
+        run_quiet("marks", "--db", db, "bookmark", "add", "http://gone.invalid/", "--no-fetch")
+        run("marks", "--db", db, "bookmark", "health", "--verbose", "--timeout", "1")
+        run("marks", "--db", db, "content", "refresh", "1")
+        run("marks", "--db", db, "bookmark", "search", "--fts", "narwhal")
+        run("marks", "--db", db, "shell", "-c", "ls /broken; stat /bookmarks/3")
+
+
 def run_quiet(*argv: str) -> str:
     result = subprocess.run(
         [str(BIN / argv[0]), *argv[1:]], capture_output=True, text=True, check=True
@@ -210,6 +231,7 @@ def run_quiet(*argv: str) -> str:
 def main() -> None:
     jobrunner_demo()
     marks_demo()
+    marks_health_demo()
 
 
 if __name__ == "__main__":

@@ -10,6 +10,8 @@ missing=()
 for package in "${wanted[@]}"; do
     dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "ok installed" || missing+=("$package")
 done
+# Debian's nodejs ships npm separately; NodeSource's includes it.
+command -v npm >/dev/null || missing+=("npm")
 [ ${#missing[@]} -eq 0 ] && exit 0
 if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
     echo "installing Debian packages: ${missing[*]}"

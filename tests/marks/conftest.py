@@ -7,6 +7,7 @@ import pytest
 from marks.library import Library
 from marks.store import Store
 from support.marksrun import Runner
+from support.marksserve import served  # noqa: F401  (a live `marks serve`, for test_server*)
 
 DATA = Path(__file__).with_name("data")
 

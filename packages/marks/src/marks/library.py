@@ -7,7 +7,7 @@ subclasses whose message is one line a person can act on.
 import contextlib
 import datetime as dt
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from marks import clock, limits, search, tagnames, urls
 from marks.exceptions import Duplicate, Invalid, MarksError, NotFound
@@ -17,6 +17,9 @@ from marks.store import Store
 from marks.wire import Bookmark, ImportReport, SearchHit, TagCount, TagStats, TagUse
 
 __all__ = ["Duplicate", "Invalid", "Library", "MarksError", "NotFound", "Record"]
+
+if TYPE_CHECKING:
+    from marks.plugins import Plugins
 
 
 SORTS = {  # name -> (order, reversed order); unvisited bookmarks come last by default
@@ -57,9 +60,15 @@ def _clean_tags(names: Iterable[str]) -> list[str]:
 
 
 class Library:
-    def __init__(self, store: Store, now: Callable[[], dt.datetime] = clock.now) -> None:
+    def __init__(
+        self,
+        store: Store,
+        now: Callable[[], dt.datetime] = clock.now,
+        plugins: "Plugins | None" = None,
+    ) -> None:
         self.store = store
         self.now = now
+        self.plugins = plugins  # marks.plugins.Plugins; None: no plugin is ever called
         self._tag_ids: dict[str, int] = {}
 
     # --- reading ---------------------------------------------------------------------------------
@@ -153,9 +162,19 @@ class Library:
         for row in self.store.execute(f"SELECT {COLUMNS} FROM bookmarks ORDER BY id"):
             yield row_to_bookmark(row)
 
+    def corpus(self) -> Iterator[str]:
+        """Each bookmark's words: title, description and stored page text (for tag suggesters)."""
+        for (text,) in self.store.execute(
+            "SELECT b.title || ' ' || b.description || ' ' || coalesce(c.text, '') "
+            "FROM bookmarks b LEFT JOIN page_content c ON c.bookmark_id = b.id"
+        ):
+            yield text
+
     def search(
         self, text: str, *, fts: bool = True, limit: int | None = limits.SEARCH_RESULTS
     ) -> list[SearchHit]:
+        if self.plugins is not None:
+            text = self.plugins.chain("search_enhancer", text)
         try:
             if fts:
                 return search.full_text(self.store, text, limit)
@@ -193,10 +212,33 @@ class Library:
                 starred=starred,
                 archived=archived,
             )
+            self._enrich(record)
             bookmark_id = self._insert(
                 record, _clean_tags(record.tags), urls.key(url), urls.domain(url)
             )
-        return self.get(bookmark_id)
+        added = self.get(bookmark_id)
+        self._fire("on_bookmark_added", added)
+        return added
+
+    def _enrich(self, record: Record) -> None:
+        """bookmark_enricher plugins fill what the user left empty and may add tags."""
+        if self.plugins is None:
+            return
+        for _name, changes in self.plugins.apply("bookmark_enricher", record):
+            if not isinstance(changes, dict):
+                continue
+            for field in ("title", "description"):
+                value = changes.get(field)
+                if isinstance(value, str) and value.strip() and not getattr(record, field):
+                    setattr(record, field, value.strip())
+            extra = changes.get("tags")
+            if isinstance(extra, list | tuple):
+                record.tags = [*record.tags, *(t for t in extra if isinstance(t, str))]
+
+    def _fire(self, hook: str, *args: Any) -> None:
+        # After the commit: a plugin sees what is stored, and its failure cannot undo it.
+        if self.plugins is not None:
+            self.plugins.fire(hook, *args)
 
     def _insert(self, record: Record, tags: list[str], key: str, domain: str) -> int:
         self.store.execute(
@@ -272,7 +314,9 @@ class Library:
                 )
             if "tags" in changes:
                 self._set_tags(current.id, _clean_tags(changes["tags"]))
-        return self.get(bookmark_id)
+        updated = self.get(bookmark_id)
+        self._fire("on_bookmark_updated", updated)
+        return updated
 
     def _set_tags(self, bookmark_id: int, tags: list[str]) -> None:
         self.store.execute("DELETE FROM bookmark_tags WHERE bookmark_id = ?", (bookmark_id,))
@@ -282,10 +326,11 @@ class Library:
     def delete(self, ids: Iterable[int]) -> int:
         ids = list(ids)
         with self.store.transaction():
-            for bookmark_id in ids:
-                self.get(bookmark_id)  # all must exist, or nothing is deleted
+            gone = [self.get(bookmark_id) for bookmark_id in ids]  # all exist, or none goes
             self.store.db.executemany("DELETE FROM bookmarks WHERE id = ?", [(i,) for i in ids])
             self._drop_orphan_tags()
+        for bookmark in gone:
+            self._fire("on_bookmark_deleted", bookmark)
         return len(ids)
 
     def visit(self, bookmark_id: int) -> Bookmark:
@@ -436,6 +481,39 @@ class Library:
                         (existing, tag_id),
                     )
                     self.store.execute("DELETE FROM bookmark_tags WHERE tag_id = ?", (tag_id,))
+            self._drop_orphan_tags()
+        return affected
+
+    def retag(
+        self, ids: Iterable[int], *, add: Iterable[str] = (), remove: Iterable[str] = ()
+    ) -> int:
+        """Add and remove tags on many bookmarks in one transaction (every id must exist);
+        returns how many tag links changed. Removing a tag no bookmark has changes nothing."""
+        add, remove = _clean_tags(add), _clean_tags(remove)
+        with self.store.transaction():
+            chosen = self.select_ids(ids=ids)
+            changed = sum(self.tag_add(name, chosen) for name in add)
+            for name in remove:
+                if self.store.value("SELECT 1 FROM tags WHERE name = ?", (name,)):
+                    changed += self.tag_remove(name, chosen)
+        return changed
+
+    def tag_delete(self, tag: str) -> int:
+        """Remove a tag and its descendants from every bookmark (the bookmarks stay);
+        returns how many bookmarks lost a tag."""
+        (name,) = _clean_tags([tag])
+        with self.store.transaction():
+            affected = self.store.value(
+                f"SELECT count(*) FROM bookmarks WHERE {search.tag_clause()}",
+                search.tag_bindings(name),
+            )
+            if not affected:
+                raise NotFound(f"no bookmark has tag {name!r}")
+            self.store.execute(
+                "DELETE FROM bookmark_tags WHERE tag_id IN "
+                "(SELECT id FROM tags WHERE name = ? OR name LIKE ? ESCAPE '\\')",
+                search.tag_bindings(name),
+            )
             self._drop_orphan_tags()
         return affected
 

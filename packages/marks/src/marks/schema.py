@@ -139,6 +139,104 @@ MIGRATIONS: list[str] = [
     DELETE FROM tags WHERE id != (SELECT min(id) FROM tags k WHERE k.key = tags.key);
     CREATE UNIQUE INDEX tags_key ON tags (key);
     """,
+    # 5: link health history, the page content cache, and cached page text in the full-text index.
+    # The index's content becomes a view joining bookmarks and page text; page text changes reach
+    # the index through page_content's own triggers. Never INSERT OR REPLACE into page_content
+    # (REPLACE deletes without firing triggers): upsert instead.
+    """
+    CREATE TABLE health_checks (
+        id INTEGER PRIMARY KEY,
+        bookmark_id INTEGER NOT NULL REFERENCES bookmarks (id) ON DELETE CASCADE,
+        checked_at TEXT NOT NULL,
+        url TEXT NOT NULL,                     -- the URL checked (the bookmark's URL then)
+        result TEXT NOT NULL,                  -- ok, redirect, client_error, server_error, ...
+        status INTEGER,                        -- HTTP status, when there was a response
+        reachable INTEGER NOT NULL CHECK (reachable IN (0, 1)),
+        final_url TEXT,                        -- where redirects ended
+        detail TEXT NOT NULL DEFAULT '',
+        elapsed_ms INTEGER,
+        failing_since TEXT                     -- first check of the current run of failures
+    );
+    CREATE INDEX health_checks_by_bookmark ON health_checks (bookmark_id, id);
+
+    CREATE TABLE page_content (
+        bookmark_id INTEGER PRIMARY KEY REFERENCES bookmarks (id) ON DELETE CASCADE,
+        fetched_at TEXT NOT NULL,              -- last time the page was asked for
+        changed_at TEXT,                       -- last time a new body was stored
+        url TEXT NOT NULL,                     -- final URL after redirects
+        status INTEGER,
+        kind TEXT NOT NULL,                    -- html, pdf, text, other, too_large, error
+        content_type TEXT NOT NULL DEFAULT '',
+        etag TEXT,
+        last_modified TEXT,
+        size INTEGER NOT NULL DEFAULT 0,       -- bytes of the original body
+        original BLOB,                         -- the body, zlib-compressed
+        text TEXT NOT NULL DEFAULT '',         -- extracted readable text (indexed)
+        title TEXT NOT NULL DEFAULT '',
+        description TEXT NOT NULL DEFAULT '',
+        error TEXT NOT NULL DEFAULT ''
+    );
+
+    DROP TRIGGER bookmarks_fts_insert;
+    DROP TRIGGER bookmarks_fts_delete;
+    DROP TRIGGER bookmarks_fts_update;
+    DROP TABLE bookmarks_fts;
+    CREATE VIEW bookmarks_fts_source AS
+        SELECT b.id, b.title, b.description, b.url, b.tags, coalesce(c.text, '') AS page_text
+        FROM bookmarks b LEFT JOIN page_content c ON c.bookmark_id = b.id;
+    CREATE VIRTUAL TABLE bookmarks_fts USING fts5 (
+        title, description, url, tags, page_text,
+        content = 'bookmarks_fts_source', content_rowid = 'id',
+        tokenize = 'porter unicode61 remove_diacritics 2'
+    );
+    INSERT INTO bookmarks_fts (bookmarks_fts) VALUES ('rebuild');
+
+    CREATE TRIGGER bookmarks_fts_insert AFTER INSERT ON bookmarks BEGIN
+        INSERT INTO bookmarks_fts (rowid, title, description, url, tags, page_text)
+        VALUES (NEW.id, NEW.title, NEW.description, NEW.url, NEW.tags,
+                coalesce((SELECT text FROM page_content WHERE bookmark_id = NEW.id), ''));
+    END;
+    -- BEFORE: the page text is still there (the cascade removes it after the row).
+    CREATE TRIGGER bookmarks_fts_delete BEFORE DELETE ON bookmarks BEGIN
+        INSERT INTO bookmarks_fts (bookmarks_fts, rowid, title, description, url, tags, page_text)
+        VALUES ('delete', OLD.id, OLD.title, OLD.description, OLD.url, OLD.tags,
+                coalesce((SELECT text FROM page_content WHERE bookmark_id = OLD.id), ''));
+    END;
+    CREATE TRIGGER bookmarks_fts_update AFTER UPDATE OF title, description, url, tags
+    ON bookmarks BEGIN
+        INSERT INTO bookmarks_fts (bookmarks_fts, rowid, title, description, url, tags, page_text)
+        VALUES ('delete', OLD.id, OLD.title, OLD.description, OLD.url, OLD.tags,
+                coalesce((SELECT text FROM page_content WHERE bookmark_id = OLD.id), ''));
+        INSERT INTO bookmarks_fts (rowid, title, description, url, tags, page_text)
+        VALUES (NEW.id, NEW.title, NEW.description, NEW.url, NEW.tags,
+                coalesce((SELECT text FROM page_content WHERE bookmark_id = NEW.id), ''));
+    END;
+    CREATE TRIGGER page_content_fts_insert AFTER INSERT ON page_content BEGIN
+        INSERT INTO bookmarks_fts (bookmarks_fts, rowid, title, description, url, tags, page_text)
+        SELECT 'delete', id, title, description, url, tags, '' FROM bookmarks
+        WHERE id = NEW.bookmark_id;
+        INSERT INTO bookmarks_fts (rowid, title, description, url, tags, page_text)
+        SELECT id, title, description, url, tags, NEW.text FROM bookmarks
+        WHERE id = NEW.bookmark_id;
+    END;
+    CREATE TRIGGER page_content_fts_update AFTER UPDATE OF text ON page_content BEGIN
+        INSERT INTO bookmarks_fts (bookmarks_fts, rowid, title, description, url, tags, page_text)
+        SELECT 'delete', id, title, description, url, tags, OLD.text FROM bookmarks
+        WHERE id = OLD.bookmark_id;
+        INSERT INTO bookmarks_fts (rowid, title, description, url, tags, page_text)
+        SELECT id, title, description, url, tags, NEW.text FROM bookmarks
+        WHERE id = NEW.bookmark_id;
+    END;
+    -- A bookmark deleted with its page: the bookmark row is gone already, so nothing happens.
+    CREATE TRIGGER page_content_fts_delete AFTER DELETE ON page_content BEGIN
+        INSERT INTO bookmarks_fts (bookmarks_fts, rowid, title, description, url, tags, page_text)
+        SELECT 'delete', id, title, description, url, tags, OLD.text FROM bookmarks
+        WHERE id = OLD.bookmark_id;
+        INSERT INTO bookmarks_fts (rowid, title, description, url, tags, page_text)
+        SELECT id, title, description, url, tags, '' FROM bookmarks
+        WHERE id = OLD.bookmark_id;
+    END;
+    """,
 ]
 
 VERSION = len(MIGRATIONS)

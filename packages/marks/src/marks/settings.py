@@ -49,6 +49,21 @@ class Config(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     search_limit: Annotated[int, msgspec.Meta(ge=1)] = limits.SEARCH_RESULTS
     search_fts: bool = False
     aliases: dict[str, str] = msgspec.field(default_factory=dict)
+    plugins: dict[str, bool] = msgspec.field(default_factory=dict)
+    # `marks serve`: where it listens and who may talk to it (see the README's security model).
+    server_host: str = "127.0.0.1"
+    server_port: Annotated[int, msgspec.Meta(ge=0, le=65535)] = 8000
+    server_names: list[str] = msgspec.field(default_factory=list)
+    cors_origins: list[str] = msgspec.field(default_factory=list)
+    api_token: str = ""
+    # `bookmark health` and `content refresh`
+    health_concurrency: Annotated[int, msgspec.Meta(ge=1)] = 20
+    health_per_host: Annotated[int, msgspec.Meta(ge=1)] = 4
+    health_timeout: Annotated[int, msgspec.Meta(ge=1)] = 10
+    health_retries: Annotated[int, msgspec.Meta(ge=0)] = 2
+    health_max_age_hours: Annotated[int, msgspec.Meta(ge=0)] = 24
+    health_confirm_hours: Annotated[int, msgspec.Meta(ge=0)] = 4
+    fetch_on_add: bool = True
 
 
 HELP: dict[str, str] = {
@@ -58,10 +73,24 @@ HELP: dict[str, str] = {
     "search_limit": "results `bookmark search` shows by default",
     "search_fts": "use ranked full-text search without --fts (true or false)",
     "aliases": "shell aliases (set them with `alias` in `marks shell`)",
+    "plugins": "plugin name -> enabled (`marks plugin enable|disable NAME`)",
+    "server_host": "address `marks serve` binds",
+    "server_port": "port `marks serve` binds",
+    "server_names": "extra Host names the server answers to (DNS-rebinding guard), comma separated",
+    "cors_origins": "web origins allowed to call the API (never `*`), comma separated",
+    "api_token": "token clients send as `Authorization: Token ...` (`marks config token`)",
+    "health_concurrency": "links `bookmark health` checks at once",
+    "health_per_host": "links of one host checked at once",
+    "health_timeout": "seconds a link (or a page) may take to answer",
+    "health_retries": "retries after a timeout, 408, 429 or 5xx",
+    "health_max_age_hours": "`bookmark health` skips results younger than this",
+    "health_confirm_hours": "failures this far apart confirm a link is broken",
+    "fetch_on_add": "`bookmark add` without --title fetches title and description",
 }
 KEYS = Config.__struct_fields__
 KEYS_BOOL = {name: type(getattr(Config(), name)) is bool for name in KEYS}
-TABLES = ("aliases",)  # keys that are TOML tables: set in the shell, written after the others
+TABLES = ("aliases", "plugins")  # TOML tables: set by their own commands, written last
+LISTS = ("server_names", "cors_origins")  # typed as `a, b` on the command line
 
 
 def _checked(values: dict[str, Any], where: str, *, strict: bool = True) -> Config:
@@ -100,7 +129,14 @@ def parse_value(name: str, text: str) -> Any:
     if name not in KEYS:
         raise ConfigError(f"unknown config key {name!r} (known: {', '.join(KEYS)})")
     if name in TABLES:
-        raise ConfigError(f"{name} is a table: edit it in the shell (alias NAME=COMMAND)")
+        raise ConfigError(
+            f"{name} is a table: use `alias NAME=COMMAND` in the shell"
+            if name == "aliases"
+            else f"{name} is a table: use `marks plugin enable|disable NAME`"
+        )
+    if name in LISTS:
+        items = [item.strip() for item in text.split(",") if item.strip()]
+        return getattr(_checked({name: items}, ""), name)
     if KEYS_BOOL.get(name):  # what people type for a switch, beyond msgspec's true/false/1/0
         text = {"yes": "true", "on": "true", "no": "false", "off": "false"}.get(
             text.strip().lower(), text.strip()

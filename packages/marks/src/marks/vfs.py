@@ -100,7 +100,8 @@ COLLECTIONS = {
     "queue": Selection(
         "id IN (SELECT bookmark_id FROM reading_queue WHERE completed_at IS NULL)",
         order="(SELECT priority FROM reading_queue WHERE bookmark_id = id), "
-        "(SELECT -progress FROM reading_queue WHERE bookmark_id = id), id",
+        "(SELECT -progress FROM reading_queue WHERE bookmark_id = id), "
+        "(SELECT queued_at FROM reading_queue WHERE bookmark_id = id), id",  # queue.NEXT_ORDER
     ),
 }
 

@@ -57,5 +57,60 @@ class SearchHit(msgspec.Struct):
     snippet: str | None = None
 
 
+class QueueItem(msgspec.Struct, kw_only=True):
+    """A reading-queue entry: the bookmark's id, url and title with its place in the queue."""
+
+    id: int
+    url: str
+    title: str = ""
+    priority: int = 3  # 1 (highest) .. 5
+    progress: int = 0  # percent; 100 completes the item
+    queued_at: dt.datetime | None = None
+    completed_at: dt.datetime | None = None
+
+
+class QueueStats(msgspec.Struct, kw_only=True):
+    queued: int  # open items (not completed)
+    in_progress: int  # open items with some progress
+    completed: int
+    by_priority: dict[int, int]  # open items per priority level
+    oldest: QueueItem | None = None  # the open item queued first
+
+
 BOOKMARK_FIELDS = tuple(Bookmark.__struct_fields__)
 encode_json = msgspec.json.Encoder().encode
+
+
+class HealthCheck(msgspec.Struct, kw_only=True):
+    """One link check: what `bookmark health --output json` prints per URL, and a history row."""
+
+    id: int  # the bookmark
+    url: str
+    result: (
+        str  # ok redirect client_error server_error timeout ssl_error connection_error blocked dns
+    )
+    status: int | None = None
+    reachable: bool
+    final_url: str | None = None
+    detail: str = ""
+    elapsed_ms: int = 0
+    attempts: int = 1
+    checked_at: dt.datetime | None = None
+    failing_since: dt.datetime | None = None  # first failure of the current run of failures
+    confirmed: bool = False  # broken on checks at least `health_confirm_hours` apart
+
+
+class PageContent(msgspec.Struct, kw_only=True):
+    """What `content refresh` stored about a page (without the body)."""
+
+    id: int  # the bookmark
+    url: str
+    outcome: str  # stored, unchanged, too_large, failed
+    kind: str = ""  # html, pdf, text, other, too_large, error
+    status: int | None = None
+    content_type: str = ""
+    size: int = 0
+    words: int = 0
+    title: str = ""
+    detail: str = ""
+    fetched_at: dt.datetime | None = None

@@ -26,11 +26,15 @@ OUTPUTS = ("table", "json", "csv", "urls", "plain")
 GROUPS = {
     "bookmark": ("marks.cli.bookmark", "Add, list, search, edit and visit bookmarks."),
     "tag": ("marks.cli.tag", "List, tree, rename, add and remove tags."),
+    "content": ("marks.cli.content", "Fetch pages' text for search, view it, auto-tag."),
     "import": ("marks.cli.transfer", "Import bookmarks from files (all or nothing)."),
     "export": ("marks.cli.transfer", "Export every bookmark to a file or stdout."),
     "db": ("marks.cli.db", "Inspect and maintain the database."),
     "config": ("marks.cli.config", "Show and change settings."),
+    "plugin": ("marks.cli.plugin", "List, describe, enable and disable plugins."),
+    "queue": ("marks.cli.queue", "Keep a reading queue with priorities and progress."),
     "shell": ("marks.cli.shell", "Browse the library as a filesystem (interactive or -c)."),
+    "serve": ("marks.cli.serve", "Run the REST API and the web UI."),
 }
 
 
@@ -41,6 +45,7 @@ class State:
     yes: bool = False
     _library: Any = field(default=None, repr=False)
     _config: dict | None = field(default=None, repr=False)
+    _plugins: Any = field(default=None, repr=False)
 
     @property
     def config(self) -> dict:
@@ -62,15 +67,32 @@ class State:
         return self.output or self.config["output"]
 
     @property
+    def plugins(self):
+        """The command's plugins (discovered on first use); `on_unload` runs when it ends."""
+        if self._plugins is None:
+            from marks.plugins import Plugins
+
+            self._plugins = Plugins(
+                enabled=self.config["plugins"],
+                report=lambda message: click.echo(f"marks: {message}", err=True),
+            )
+            context = click.get_current_context(silent=True)
+            if context is not None:
+                context.find_root().call_on_close(self._plugins.close)
+        return self._plugins
+
+    @property
     def library(self) -> "Library":
         if self._library is None:
             from marks.library import Library
+            from marks.plugins import Context
             from marks.store import Store
 
             store = Store(self.db_path)
             for notice in store.notices:  # e.g. tags merged by a migration: never silent
                 click.echo(f"marks: {notice}", err=True)
-            self._library = Library(store)
+            self._library = Library(store, plugins=self.plugins)
+            self.plugins.start(Context(library=self._library, config=self.config))
         return self._library
 
 

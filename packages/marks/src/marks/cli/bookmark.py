@@ -27,6 +27,7 @@ def _tags(values: tuple[str, ...]) -> list[str]:
 @click.option("--stars", is_flag=True, help="Star it.")
 @click.option("--star", "star_alias", is_flag=True, hidden=True)  # the spelling before 0.8
 @click.option("--archived", is_flag=True, help="Mark it archived.")
+@click.option("--no-fetch", is_flag=True, help="Without --title: do not fetch the page's title.")
 def add(
     url: str,
     title: str,
@@ -36,9 +37,11 @@ def add(
     stars: bool,
     star_alias: bool,
     archived: bool,
+    no_fetch: bool,
 ) -> None:
-    """Add a bookmark."""
-    added = state().library.add(
+    """Add a bookmark (without --title, the page's title and description are fetched)."""
+    s = state()
+    added = s.library.add(
         url,
         title=title,
         description=description,
@@ -46,7 +49,14 @@ def add(
         starred=stars or star_alias,
         archived=archived,
     )
-    show.bookmark_detail(added, state().format)
+    if not title and not no_fetch and s.config["fetch_on_add"]:
+        from marks import pagemeta
+
+        enriched = pagemeta.enrich(s.library, added)
+        added = enriched.bookmark
+        if enriched.note:
+            click.echo(f"marks: {enriched.note}", err=True)
+    show.bookmark_detail(added, s.format)
 
 
 @bookmark.command(name="list")
@@ -251,3 +261,8 @@ def visit(bookmark_id: int, open_it: bool) -> None:
 
         webbrowser.open(visited.url)
     show.bookmark_detail(visited, state().format)
+
+
+from marks.cli.health import health  # noqa: E402  (its own module: the checker's many options)
+
+bookmark.add_command(health)

@@ -46,3 +46,17 @@ def init(force: bool) -> None:
     from marks import settings
 
     click.echo(f"wrote {settings.init(force=force)}", err=True)
+
+
+@config.command()
+@click.option("--new", is_flag=True, help="Replace the token (paired clients must pair again).")
+def token(new: bool) -> None:
+    """Show the API token that clients such as the browser extension send (made on first use)."""
+    from marks import settings
+    from marks.server.settings import new_token
+
+    current = settings.load()["api_token"]
+    if new or not current:
+        current = settings.store_value("api_token", new_token())
+        click.echo("stored a new API token in " + str(settings.config_path()), err=True)
+    click.echo(current)

@@ -139,11 +139,24 @@ class Commands:
                 self._ls_bookmark(location.bookmark_id, long)  # type: ignore[arg-type]
                 continue
             listing = self.s.fs.listing(location, everything=everything, counts=long)
+            pending = self._unconfirmed(location, listing.entries)
             for entry in listing.entries:
-                self.out(self._entry_line(entry, long))
+                line = self._entry_line(entry, long)
+                if not entry.is_dir and entry.bookmark.id in pending:
+                    line += "  (not yet confirmed)"
+                self.out(line)
             shown = sum(1 for e in listing.entries if not e.is_dir)
             if listing.bookmarks_total > shown:
                 self.out(f"… and {listing.bookmarks_total - shown} more (ls -a shows all)")
+
+    def _unconfirmed(self, location: vfs.Location, entries) -> set[int]:
+        """In /broken: the links whose failure is not confirmed by a later check yet."""
+        if location.path != "/broken":
+            return set()
+        from marks.health import Health
+
+        ids = [entry.bookmark.id for entry in entries if not entry.is_dir]
+        return Health(self.s.library).unconfirmed_ids(ids)
 
     def _entry_line(self, entry: Entry, long: bool) -> str:
         if entry.is_dir:
@@ -268,12 +281,30 @@ class Commands:
         location = self.here(args[0] if args else ".")
         if location.is_bookmark:
             self._ls_bookmark(location.bookmark_id, True)  # type: ignore[arg-type]
+            self._health_line(location.bookmark_id)  # type: ignore[arg-type]
             return
         listing = self.s.fs.listing(location)
         self.out(f"    path: {location.path}")
         self.out("    type: directory")
         self.out(f"    dirs: {sum(1 for e in listing.entries if e.is_dir)}")
         self.out(f"   marks: {listing.bookmarks_total}")
+
+    def _health_line(self, bookmark_id: int) -> None:
+        from marks.health import Health
+
+        last = Health(self.s.library).last(bookmark_id)
+        if last is None:
+            self.out(f"{'health':>13} = never checked")
+            return
+        verdict = last.result + (f" {last.status}" if last.status else "")
+        if last.final_url:
+            verdict += f" -> {last.final_url}"
+        if not last.reachable:
+            since = clock.to_text(last.failing_since)
+            verdict += f", failing since {since}, " + (
+                "confirmed broken" if last.confirmed else "not yet confirmed"
+            )
+        self.out(f"{'health':>13} = {verdict} (checked {clock.to_text(last.checked_at)})")
 
     # --- changing bookmarks ----------------------------------------------------------------------
 

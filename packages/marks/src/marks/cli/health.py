@@ -1,0 +1,195 @@
+"""`marks bookmark health`: a thin command over `marks.health`."""
+
+import sys
+
+import click
+
+from marks.cli import global_options, state
+from marks.cli import output as show
+
+
+def _line(check) -> str:
+    status = "" if check.status is None else str(check.status)
+    mark = "" if check.reachable or check.confirmed else " (not yet confirmed)"
+    detail = f"  {check.detail}" if check.detail else ""
+    return f"{check.result:<16} {status:>3} {check.id:>7}  {check.url}{detail}{mark}"
+
+
+class _JsonStream:
+    """One JSON object per URL, as a JSON array written as results come."""
+
+    def __init__(self) -> None:
+        self.first = True
+
+    def write(self, check) -> None:
+        sys.stdout.write(("[\n" if self.first else ",\n") + show._json.encode(check).decode())
+        sys.stdout.flush()
+        self.first = False
+
+    def close(self) -> None:
+        sys.stdout.write("[]\n" if self.first else "\n]\n")
+
+
+def _summary(summary, options, dry_run: bool, err: bool) -> None:
+    from marks.linkcheck import LABELS, RESULTS
+
+    def say(text: str) -> None:
+        click.echo(text, err=err)
+
+    verb = "checked" if not summary.interrupted else "interrupted after checking"
+    say(f"{verb} {summary.checked} of {summary.planned} link(s) in {summary.seconds:.1f} s")
+    for name in RESULTS:
+        if summary.by_result.get(name):
+            say(f"  {LABELS[name]:<20} {summary.by_result[name]:>7}")
+    if summary.confirmed:
+        say(
+            f"confirmed broken: {len(summary.confirmed)} (failed on checks "
+            f"{options.confirm_hours:g} h or more apart)"
+        )
+    if summary.unconfirmed:
+        ids = ", ".join(map(str, summary.unconfirmed[:20]))
+        more = " …" if len(summary.unconfirmed) > 20 else ""
+        say(
+            f"not yet confirmed: {len(summary.unconfirmed)} failed for the first time "
+            f"(check again in {options.confirm_hours:g} h to confirm): {ids}{more}"
+        )
+    for host, count in sorted(summary.hosts_down.items()):
+        say(f"host {host} did not answer: {count} more link(s) not tried")
+    if summary.too_recent:
+        say(
+            f"skipped {summary.too_recent} checked less than {options.max_age_hours:g} h ago "
+            "(--force checks them)"
+        )
+    if summary.not_http:
+        say(f"skipped {summary.not_http} that are not http(s) links")
+    if dry_run:
+        say("dry run: nothing stored")
+
+
+@click.command(name="health")
+@click.argument("ids", nargs=-1, type=int)
+@click.option("--broken", is_flag=True, help="Only links now unreachable (always re-checked).")
+@click.option("--unchecked", is_flag=True, help="Only links never checked.")
+@click.option(
+    "--query",
+    "expression",
+    metavar="EXPR",
+    help="Only bookmarks matching a filter (the language of `bookmark query`).",
+)
+@click.option("--force", is_flag=True, help="Also re-check results younger than the max age.")
+@click.option("--dry-run", is_flag=True, help="Check and print, store nothing.")
+@click.option("--verbose", "-v", is_flag=True, help="Print every result.")
+@click.option(
+    "--concurrency",
+    type=click.IntRange(1, 1000),
+    default=None,
+    help="Links checked at once [config health_concurrency, 20].",
+)
+@click.option(
+    "--per-host",
+    type=click.IntRange(1, 100),
+    default=None,
+    help="Links of one host at once [config health_per_host, 4].",
+)
+@click.option(
+    "--timeout",
+    type=click.FloatRange(0.01, 600),
+    default=None,
+    help="Seconds per link [config health_timeout, 10].",
+)
+@click.option(
+    "--retries",
+    type=click.IntRange(0, 10),
+    default=None,
+    help="Retries after timeouts, 408, 429, 5xx [config health_retries, 2].",
+)
+@global_options
+def health(
+    ids,
+    broken,
+    unchecked,
+    expression,
+    force,
+    dry_run,
+    verbose,
+    concurrency,
+    per_host,
+    timeout,
+    retries,
+) -> None:
+    """Check that bookmarked links still work (all not checked for a day, by default).
+
+    Results: ok, redirect, blocked (a bot wall), client error, server error, timeout, SSL error,
+    connection error, DNS (no such host). A link counts as broken once it failed on two checks a
+    few hours apart.
+    """
+    from marks import health as service
+    from marks.filters import compile_filter
+
+    s = state()
+    options = service.options_from_config(
+        s.config, concurrency=concurrency, per_host=per_host, timeout=timeout, retries=retries
+    )
+    where, bindings = compile_filter(expression) if expression else ("", [])
+    selection = service.Selection(tuple(ids), broken, unchecked, where, tuple(bindings), force)
+    checker = service.Health(s.library, options)
+    summary = service.Summary()
+    total = checker.plan(selection, summary)
+    fmt = s.format
+    stream = _JsonStream() if fmt == "json" else None
+    bar = None
+    if fmt == "table" and not verbose and sys.stderr.isatty() and total:
+        bar = click.progressbar(length=total, label="checking", file=sys.stderr, width=30)
+        bar.__enter__()
+
+    def on_result(check) -> None:
+        if stream is not None:
+            stream.write(check)
+        elif fmt == "csv":
+            click.echo(",".join(show_csv(check)))
+        elif fmt == "plain":
+            click.echo("\t".join([str(check.id), check.result, str(check.status or ""), check.url]))
+        elif fmt == "urls":
+            if not check.reachable:
+                click.echo(check.url)
+        elif verbose:
+            click.echo(_line(check))
+        if bar is not None:
+            bar.update(1)
+
+    if fmt == "csv":
+        click.echo("id,url,result,status,reachable,final_url,confirmed,detail")
+    try:
+        checker.run(selection, dry_run=dry_run, on_result=on_result, summary=summary)
+    except KeyboardInterrupt:
+        summary.interrupted = True  # results stored so far are kept
+    finally:
+        if bar is not None:
+            bar.__exit__(None, None, None)
+            click.echo(err=True)
+        if stream is not None:
+            stream.close()
+        _summary(summary, options, dry_run, err=fmt != "table")
+    if summary.interrupted:
+        click.echo("marks: interrupted", err=True)
+        raise click.exceptions.Exit(130)
+
+
+def show_csv(check) -> list[str]:
+    import csv
+    import io
+
+    buffer = io.StringIO()
+    csv.writer(buffer, lineterminator="").writerow(
+        [
+            check.id,
+            check.url,
+            check.result,
+            check.status or "",
+            int(check.reachable),
+            check.final_url or "",
+            int(check.confirmed),
+            check.detail,
+        ]
+    )
+    return [buffer.getvalue()]

@@ -1,0 +1,57 @@
+"""`marks serve`: the REST API and the web UI (see marks.server)."""
+
+import sys
+from pathlib import Path
+
+import click
+
+from marks.cli import global_options, state
+
+
+@click.command()
+@global_options
+@click.option("--host", default=None, help="Address to bind [config server_host, 127.0.0.1].")
+@click.option("--port", type=click.IntRange(0, 65535), default=None, help="Port [8000].")
+@click.option(
+    "--token-file",
+    type=click.Path(dir_okay=False, exists=True),
+    help="Read the API token from this file (instead of config api_token).",
+)
+@click.option("--name", "names", multiple=True, help="Another Host name to answer to.")
+@click.option("--origin", "origins", multiple=True, help="A web origin allowed cross-origin.")
+def serve(host, port, token_file, names, origins) -> None:
+    """Run the REST API and the web UI (127.0.0.1:8000 by default)."""
+    from marks import settings
+    from marks.library import MarksError
+    from marks.server import ServerSettings, make_app
+    from marks.server.settings import is_loopback, new_token
+    from servekit import Listener
+    from servekit import serve as run
+
+    config = state().config
+    host = host or config["server_host"]
+    port = config["server_port"] if port is None else port
+    token = config["api_token"]
+    if token_file:
+        token = Path(token_file).read_text().strip()
+        if not token:
+            raise MarksError(f"{token_file} is empty")
+    if not token:
+        if not is_loopback(host):
+            raise MarksError(
+                f"refusing to listen on {host} without an API token "
+                "(run `marks config token` or pass --token-file)"
+            )
+        token = settings.store_value("api_token", new_token())
+    server = ServerSettings(
+        db=state().db_path,
+        host=host,
+        port=port,
+        token=token,
+        names=(*config["server_names"], *names),
+        origins=(*config["cors_origins"], *origins),
+    )
+    app = make_app(server)
+    print(f"marks: library {server.db}", file=sys.stderr)
+    print(f"marks: pairing token for the browser extension: {token}", file=sys.stderr, flush=True)
+    run(app, Listener(host, port))

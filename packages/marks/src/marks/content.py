@@ -1,0 +1,342 @@
+"""Page content (service layer): fetching pages, keeping the original and its readable text.
+
+`refresh` fetches with the shared client rules (`webclient`), at most `MAX_BYTES` per page, and
+asks again with `If-None-Match` / `If-Modified-Since` so unchanged pages are not downloaded twice.
+The original is stored zlib-compressed, the text goes into `page_content.text`, which the full-text
+index includes (schema 3). Empty titles and descriptions of the bookmark are filled from the page.
+A failed fetch never erases what was stored before.
+
+Extractors are plain callables `Page -> Extracted | None`, asked in order before the built-in ones:
+the seam through which `content_extractor` plugins take part.
+"""
+
+import asyncio
+import time
+import zlib
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+
+import aiohttp
+
+from marks import clock, extract, webclient
+from marks.health import Options
+from marks.library import Invalid, Library, NotFound
+from marks.wire import PageContent
+
+MAX_BYTES = 5 * 1024 * 1024
+PAGE = 500
+Extractor = Callable[[extract.Page], extract.Extracted | None]
+
+
+@dataclass
+class RefreshSummary:
+    planned: int = 0
+    by_outcome: dict[str, int] = field(default_factory=dict)
+    seconds: float = 0.0
+
+    def add(self, item: PageContent) -> None:
+        self.by_outcome[item.outcome] = self.by_outcome.get(item.outcome, 0) + 1
+
+
+@dataclass
+class _Fetched:
+    status: int | None = None
+    final_url: str = ""
+    content_type: str = ""
+    charset: str | None = None
+    etag: str | None = None
+    last_modified: str | None = None
+    body: bytes = b""
+    too_large: bool = False
+    not_modified: bool = False
+    error: str = ""
+
+
+class Content:
+    def __init__(
+        self,
+        library: Library,
+        options: Options | None = None,
+        extractors: Sequence[Extractor] = (),
+    ) -> None:
+        self.library = library
+        self.store = library.store
+        self.options = options or Options()
+        self.extractors = list(extractors)
+
+    # --- reading ---------------------------------------------------------------------------------
+
+    def view(self, bookmark_id: int, raw: bool = False) -> str:
+        self.library.get(bookmark_id)
+        row = self.store.one(
+            "SELECT text, original, kind, error FROM page_content WHERE bookmark_id = ?",
+            (bookmark_id,),
+        )
+        if row is None:
+            raise NotFound(f"no content stored for bookmark {bookmark_id} (content refresh)")
+        text, original, kind, error = row
+        if original is None:
+            raise NotFound(f"no page stored for bookmark {bookmark_id}: {error or kind}")
+        if not raw:
+            return text
+        body = zlib.decompress(original)
+        if kind == "pdf":
+            raise Invalid(f"bookmark {bookmark_id} is a PDF: --raw shows only text pages")
+        return extract.decode(body, None)
+
+    def text(self, bookmark_id: int) -> str:
+        """The stored page text of a bookmark ("" when none is stored)."""
+        return (
+            self.store.value("SELECT text FROM page_content WHERE bookmark_id = ?", (bookmark_id,))
+            or ""
+        )
+
+    def stored(self, bookmark_id: int) -> PageContent | None:
+        row = self.store.one(
+            "SELECT b.url, c.kind, c.status, c.content_type, c.size, length(c.text), c.title, "
+            "c.error, c.fetched_at FROM page_content c JOIN bookmarks b ON b.id = c.bookmark_id "
+            "WHERE c.bookmark_id = ?",
+            (bookmark_id,),
+        )
+        if row is None:
+            return None
+        return PageContent(
+            id=bookmark_id,
+            url=row[0],
+            outcome="stored",
+            kind=row[1],
+            status=row[2],
+            content_type=row[3],
+            size=row[4],
+            words=row[5] or 0,
+            title=row[6],
+            detail=row[7],
+            fetched_at=clock.from_text(row[8]),
+        )
+
+    # --- choosing --------------------------------------------------------------------------------
+
+    def plan(
+        self, ids: Sequence[int] = (), everything: bool = False, where: str = "", bindings=()
+    ) -> int:
+        if not (ids or everything or where):
+            raise Invalid("say which pages: IDS, --all or --query EXPR")
+        clauses, values = [], []
+        if ids:
+            for bookmark_id in ids:
+                self.library.get(bookmark_id)
+            clauses.append(f"id IN ({','.join('?' * len(ids))})")
+            values += list(ids)
+        if where:
+            clauses.append(where)
+            values += list(bindings)
+        web = "(lower(substr(url, 1, 7)) = 'http://' OR lower(substr(url, 1, 8)) = 'https://')"
+        condition = " AND ".join(f"({c})" for c in [*clauses, web])
+        self.store.execute(
+            "CREATE TEMP TABLE IF NOT EXISTS content_plan "
+            "(seq INTEGER PRIMARY KEY, bookmark_id INTEGER, url TEXT)"
+        )
+        self.store.execute("DELETE FROM temp.content_plan")
+        self.store.execute(
+            "INSERT INTO temp.content_plan (bookmark_id, url) SELECT id, url FROM ("
+            "SELECT id, url, domain, row_number() OVER (PARTITION BY domain ORDER BY id) AS turn "
+            f"FROM bookmarks WHERE {condition}) ORDER BY turn, domain, id",
+            values,
+        )
+        return self.store.value("SELECT count(*) FROM temp.content_plan")
+
+    def _planned(self) -> Iterator[tuple[int, str]]:
+        last = 0
+        while True:
+            rows = self.store.execute(
+                "SELECT seq, bookmark_id, url FROM temp.content_plan WHERE seq > ? "
+                "ORDER BY seq LIMIT ?",
+                (last, PAGE),
+            ).fetchall()
+            if not rows:
+                return
+            for seq, bookmark_id, url in rows:
+                last = seq
+                yield bookmark_id, url
+
+    # --- fetching --------------------------------------------------------------------------------
+
+    def refresh(
+        self,
+        *,
+        force: bool = False,
+        on_result: Callable[[PageContent], None] = lambda item: None,
+        summary: RefreshSummary | None = None,
+    ) -> RefreshSummary:
+        """Fetch the planned pages (call `plan` first); each result is stored as it comes."""
+        summary = summary or RefreshSummary()
+        summary.planned = self.store.value("SELECT count(*) FROM temp.content_plan")
+        started = time.monotonic()
+
+        def finished(item: tuple[int, str], fetched: _Fetched) -> None:
+            result = self._keep(item[0], item[1], fetched)
+            summary.add(result)
+            on_result(result)
+
+        try:
+            asyncio.run(self._fetch_all(force, finished))
+        except (KeyboardInterrupt, asyncio.CancelledError):
+            raise KeyboardInterrupt from None  # every page finished so far is stored
+        finally:
+            summary.seconds = time.monotonic() - started
+        return summary
+
+    async def _fetch_all(self, force: bool, finished) -> None:
+        settings = webclient.ClientSettings(
+            self.options.concurrency, self.options.per_host, self.options.timeout
+        )
+        scheduler: webclient.Scheduler = webclient.Scheduler(
+            settings.concurrency, settings.per_host
+        )
+        async with webclient.session(settings) as session:
+
+            async def work(item: tuple[int, str]) -> _Fetched:
+                validators = None if force else self._validators(item[0])
+                return await _fetch(session, item[1], validators)
+
+            await scheduler.run(
+                self._planned(), lambda item: webclient.host_of(item[1]), work, finished
+            )
+
+    def _validators(self, bookmark_id: int) -> tuple[str | None, str | None] | None:
+        row = self.store.one(
+            "SELECT etag, last_modified FROM page_content WHERE bookmark_id = ? "
+            "AND original IS NOT NULL",
+            (bookmark_id,),
+        )
+        return None if row is None else (row[0], row[1])
+
+    # --- keeping ---------------------------------------------------------------------------------
+
+    def extract(self, page: extract.Page) -> extract.Extracted | None:
+        for extractor in self.extractors:
+            found = extractor(page)
+            if found is not None:
+                return found
+        built_in = extract.BUILT_IN.get(extract.kind_of(page.content_type, page.url))
+        return built_in(page) if built_in is not None else None
+
+    def _keep(self, bookmark_id: int, url: str, fetched: _Fetched) -> PageContent:
+        now = clock.to_text(self.library.now())
+        result = PageContent(id=bookmark_id, url=url, outcome="failed", status=fetched.status)
+        if fetched.not_modified:
+            self.store.execute(
+                "UPDATE page_content SET fetched_at = ?, error = '' WHERE bookmark_id = ?",
+                (now, bookmark_id),
+            )
+            result.outcome, result.kind = "unchanged", "unchanged"
+            return result
+        if fetched.error or fetched.too_large:
+            result.outcome = "too_large" if fetched.too_large else "failed"
+            result.kind = "too_large" if fetched.too_large else "error"
+            result.detail = (
+                f"larger than {MAX_BYTES // (1024 * 1024)} MiB: not stored"
+                if fetched.too_large
+                else fetched.error
+            )
+            self.store.execute(
+                "INSERT INTO page_content (bookmark_id, fetched_at, url, status, kind, "
+                "content_type, error) VALUES (?, ?, ?, ?, ?, ?, ?) "
+                "ON CONFLICT (bookmark_id) DO UPDATE SET fetched_at = excluded.fetched_at, "
+                "status = excluded.status, error = excluded.error",
+                (
+                    bookmark_id,
+                    now,
+                    fetched.final_url or url,
+                    fetched.status,
+                    result.kind,
+                    fetched.content_type,
+                    result.detail,
+                ),
+            )
+            return result
+        page = extract.Page(fetched.final_url, fetched.content_type, fetched.charset, fetched.body)
+        kind = extract.kind_of(fetched.content_type, fetched.final_url)
+        try:
+            found = self.extract(page) or extract.Extracted()
+        except Exception as error:  # a broken PDF or page: keep the original, say why
+            found = extract.Extracted()
+            result.detail = f"no text extracted: {type(error).__name__}: {error}"[:300]
+        with self.store.transaction():
+            self.store.execute(
+                "INSERT INTO page_content (bookmark_id, fetched_at, changed_at, url, status, kind, "
+                "content_type, etag, last_modified, size, original, text, title, description, "
+                "error) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
+                "ON CONFLICT (bookmark_id) DO UPDATE SET fetched_at = excluded.fetched_at, "
+                "changed_at = excluded.changed_at, url = excluded.url, status = excluded.status, "
+                "kind = excluded.kind, content_type = excluded.content_type, "
+                "etag = excluded.etag, last_modified = excluded.last_modified, "
+                "size = excluded.size, original = excluded.original, text = excluded.text, "
+                "title = excluded.title, description = excluded.description, error = ''",
+                (
+                    bookmark_id,
+                    now,
+                    now,
+                    fetched.final_url,
+                    fetched.status,
+                    kind,
+                    fetched.content_type,
+                    fetched.etag,
+                    fetched.last_modified,
+                    len(fetched.body),
+                    zlib.compress(fetched.body, 6),
+                    found.text,
+                    found.title,
+                    found.description,
+                    result.detail,
+                ),
+            )
+            # Fill what the bookmark lacks; never replace what the user wrote.
+            self.store.execute(
+                "UPDATE bookmarks SET title = CASE title WHEN '' THEN ? ELSE title END, "
+                "description = CASE description WHEN '' THEN ? ELSE description END "
+                "WHERE id = ? AND (title = '' AND ? != '' OR description = '' AND ? != '')",
+                (found.title, found.description, bookmark_id, found.title, found.description),
+            )
+        result.outcome, result.kind = "stored", kind
+        result.content_type, result.size = fetched.content_type, len(fetched.body)
+        result.words, result.title = len(found.text.split()), found.title
+        return result
+
+
+async def _fetch(
+    session: aiohttp.ClientSession, url: str, validators: tuple[str | None, str | None] | None
+) -> _Fetched:
+    headers = {}
+    if validators is not None:
+        if validators[0]:
+            headers["If-None-Match"] = validators[0]
+        if validators[1]:
+            headers["If-Modified-Since"] = validators[1]
+    fetched = _Fetched(final_url=url)
+    try:
+        async with session.get(url, headers=headers, max_redirects=webclient.MAX_REDIRECTS) as r:
+            fetched.status, fetched.final_url = r.status, str(r.url)
+            if r.status == 304 and validators is not None:
+                fetched.not_modified = True
+                return fetched
+            if r.status >= 400:
+                fetched.error = f"HTTP {r.status}"
+                return fetched
+            fetched.content_type = r.content_type.lower()
+            fetched.charset = r.charset
+            fetched.etag = r.headers.get("ETag")
+            fetched.last_modified = r.headers.get("Last-Modified")
+            if (r.content_length or 0) > MAX_BYTES:
+                fetched.too_large = True
+                return fetched
+            fetched.body, fetched.too_large = await webclient.read_capped(r, MAX_BYTES)
+            if fetched.too_large:
+                fetched.body = b""
+    except (TimeoutError, aiohttp.ServerTimeoutError):
+        fetched.error = "timeout"
+    except aiohttp.ClientError as error:
+        fetched.error = f"{type(error).__name__}: {error}"[:300]
+    except (OSError, ValueError) as error:
+        fetched.error = str(error)[:300]
+    return fetched

@@ -1,0 +1,335 @@
+"""The link health checker (service layer): which bookmarks to check, checking them, the history.
+
+Every check is a row in `health_checks` and updates the bookmark's `reachable`, `last_checked` and
+`check_result`. A link is *confirmed* broken once it has failed on checks at least
+`confirm_hours` apart with no success between (the row's `failing_since` marks the first failure
+of the current run). The run streams: the bookmarks to check are planned in a temporary table in
+host-interleaved order and read in pages, results are written in small transactions as they come,
+so 100,000 links hold neither 100,000 tasks nor 100,000 results, and Ctrl-C keeps what was stored.
+"""
+
+import asyncio
+import datetime as dt
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+
+from marks import clock, linkcheck, webclient
+from marks.library import Library, NotFound
+from marks.wire import HealthCheck
+
+PAGE = 500
+FLUSH_EVERY = 200
+
+
+@dataclass(frozen=True)
+class Options:
+    concurrency: int = 20
+    per_host: int = 4
+    timeout: float = 10.0
+    retries: int = 2
+    max_age_hours: float = 24.0
+    confirm_hours: float = 4.0
+    backoff: float = 0.5
+
+
+@dataclass(frozen=True)
+class Selection:
+    ids: tuple[int, ...] = ()
+    broken: bool = False
+    unchecked: bool = False
+    where: str = ""  # from filters.compile_filter
+    bindings: tuple = ()
+    force: bool = False
+
+    @property
+    def always_check(self) -> bool:
+        return self.force or self.broken or self.unchecked or bool(self.ids)
+
+
+@dataclass
+class Summary:
+    planned: int = 0
+    checked: int = 0
+    too_recent: int = 0  # skipped: checked less than max_age ago
+    not_http: int = 0
+    by_result: dict[str, int] = field(default_factory=dict)
+    unconfirmed: list[int] = field(default_factory=list)  # failing, not yet confirmed
+    confirmed: list[int] = field(default_factory=list)
+    hosts_down: dict[str, int] = field(default_factory=dict)  # host -> links not tried
+    seconds: float = 0.0
+    interrupted: bool = False
+
+    def add(self, check: HealthCheck) -> None:
+        self.checked += 1
+        self.by_result[check.result] = self.by_result.get(check.result, 0) + 1
+        if not check.reachable:
+            (self.confirmed if check.confirmed else self.unconfirmed).append(check.id)
+
+
+def options_from_config(config: dict, **overrides) -> Options:
+    values = {
+        "concurrency": config.get("health_concurrency", 20),
+        "per_host": config.get("health_per_host", 4),
+        "timeout": float(config.get("health_timeout", 10)),
+        "retries": config.get("health_retries", 2),
+        "max_age_hours": float(config.get("health_max_age_hours", 24)),
+        "confirm_hours": float(config.get("health_confirm_hours", 4)),
+    }
+    values.update({name: value for name, value in overrides.items() if value is not None})
+    return Options(**values)
+
+
+def _result_text(check: HealthCheck) -> str:
+    text = check.result if check.status is None else f"{check.result} {check.status}"
+    if check.final_url:
+        text += f" -> {check.final_url}"
+    return text
+
+
+class Health:
+    def __init__(self, library: Library, options: Options | None = None) -> None:
+        self.library = library
+        self.store = library.store
+        self.options = options or Options()
+
+    # --- reading the history ---------------------------------------------------------------------
+
+    def last(self, bookmark_id: int) -> HealthCheck | None:
+        row = self.store.one(
+            "SELECT bookmark_id, url, result, status, reachable, final_url, detail, elapsed_ms, "
+            "checked_at, failing_since FROM health_checks WHERE bookmark_id = ? "
+            "ORDER BY id DESC LIMIT 1",
+            (bookmark_id,),
+        )
+        return None if row is None else self._from_row(row)
+
+    def history(self, bookmark_id: int, limit: int = 20) -> list[HealthCheck]:
+        self.library.get(bookmark_id)
+        rows = self.store.execute(
+            "SELECT bookmark_id, url, result, status, reachable, final_url, detail, elapsed_ms, "
+            "checked_at, failing_since FROM health_checks WHERE bookmark_id = ? "
+            "ORDER BY id DESC LIMIT ?",
+            (bookmark_id, limit),
+        )
+        return [self._from_row(row) for row in rows]
+
+    def _from_row(self, row) -> HealthCheck:
+        checked, since = clock.from_text(row[8]), clock.from_text(row[9])
+        return HealthCheck(
+            id=row[0],
+            url=row[1],
+            result=row[2],
+            status=row[3],
+            reachable=bool(row[4]),
+            final_url=row[5],
+            detail=row[6],
+            elapsed_ms=row[7] or 0,
+            checked_at=checked,
+            failing_since=since,
+            confirmed=self._confirmed(bool(row[4]), checked, since),
+        )
+
+    def _confirmed(self, reachable: bool, checked, since) -> bool:
+        if reachable or checked is None or since is None:
+            return False
+        return checked - since >= dt.timedelta(hours=self.options.confirm_hours)
+
+    def unconfirmed_ids(self, ids: list[int]) -> set[int]:
+        """Of these bookmarks, those whose latest failure is not confirmed yet."""
+        found = set()
+        for bookmark_id in ids:
+            last = self.last(bookmark_id)
+            if last is not None and not last.reachable and not last.confirmed:
+                found.add(bookmark_id)
+        return found
+
+    # --- choosing what to check ------------------------------------------------------------------
+
+    def plan(self, selection: Selection, summary: Summary) -> int:
+        """Fill the temporary plan table; returns how many links will be checked."""
+        clauses, bindings = [], []
+        if selection.ids:
+            for bookmark_id in selection.ids:
+                if self.store.value("SELECT 1 FROM bookmarks WHERE id = ?", (bookmark_id,)) is None:
+                    raise NotFound(f"no bookmark with id {bookmark_id}")
+            clauses.append(f"id IN ({','.join('?' * len(selection.ids))})")
+            bindings += list(selection.ids)
+        kinds = []
+        if selection.broken:
+            kinds.append("reachable = 0")
+        if selection.unchecked:
+            kinds.append("reachable IS NULL")
+        if kinds:
+            clauses.append(" OR ".join(kinds))
+        if selection.where:
+            clauses.append(selection.where)
+            bindings += list(selection.bindings)
+        where = " AND ".join(f"({c})" for c in clauses) or "1"
+        web = "(lower(substr(url, 1, 7)) = 'http://' OR lower(substr(url, 1, 8)) = 'https://')"
+        summary.not_http = self.store.value(
+            f"SELECT count(*) FROM bookmarks WHERE ({where}) AND NOT {web}", bindings
+        )
+        fresh = "1"
+        if not selection.always_check:
+            cutoff = clock.to_text(
+                self.library.now() - dt.timedelta(hours=self.options.max_age_hours)
+            )
+            summary.too_recent = self.store.value(
+                f"SELECT count(*) FROM bookmarks WHERE ({where}) AND {web} AND last_checked >= ?",
+                [*bindings, cutoff],
+            )
+            fresh = "(last_checked IS NULL OR last_checked < ?)"
+            bindings = [*bindings, cutoff]
+        self.store.execute(
+            "CREATE TEMP TABLE IF NOT EXISTS health_plan "
+            "(seq INTEGER PRIMARY KEY, bookmark_id INTEGER, url TEXT)"
+        )
+        self.store.execute("DELETE FROM temp.health_plan")
+        # Interleave hosts (first link of every host, then the second...) so the per-host limit
+        # rarely holds the queue up.
+        self.store.execute(
+            "INSERT INTO temp.health_plan (bookmark_id, url) SELECT id, url FROM ("
+            "SELECT id, url, domain, row_number() OVER (PARTITION BY domain ORDER BY id) AS turn "
+            f"FROM bookmarks WHERE ({where}) AND {web} AND {fresh}) ORDER BY turn, domain, id",
+            bindings,
+        )
+        summary.planned = self.store.value("SELECT count(*) FROM temp.health_plan")
+        return summary.planned
+
+    def _planned(self) -> Iterator[tuple[int, str]]:
+        last = 0
+        while True:
+            rows = self.store.execute(
+                "SELECT seq, bookmark_id, url FROM temp.health_plan WHERE seq > ? "
+                "ORDER BY seq LIMIT ?",
+                (last, PAGE),
+            ).fetchall()
+            if not rows:
+                return
+            for seq, bookmark_id, url in rows:
+                last = seq
+                yield bookmark_id, url
+
+    # --- checking --------------------------------------------------------------------------------
+
+    def run(
+        self,
+        selection: Selection,
+        *,
+        dry_run: bool = False,
+        on_result: Callable[[HealthCheck], None] = lambda check: None,
+        summary: Summary | None = None,
+    ) -> Summary:
+        """Check the selected links; results are stored as they come (unless dry_run)."""
+        summary = summary if summary is not None else Summary()
+        if not summary.planned:
+            self.plan(selection, summary)
+        pending: list[HealthCheck] = []
+        started = time.monotonic()
+        gate = linkcheck.HostGate()
+
+        def finished(item: tuple[int, str], verdict: linkcheck.Verdict) -> None:
+            check = self._judge(item[0], item[1], verdict)
+            summary.add(check)
+            if not dry_run:
+                pending.append(check)
+                if len(pending) >= FLUSH_EVERY:
+                    self._store(pending)
+            on_result(check)
+
+        try:
+            asyncio.run(self._check_all(gate, finished))
+        except (KeyboardInterrupt, asyncio.CancelledError):
+            summary.interrupted = True
+            raise KeyboardInterrupt from None
+        finally:
+            if not dry_run:
+                self._store(pending)
+            summary.hosts_down = dict(gate.skipped)
+            summary.seconds = time.monotonic() - started
+        return summary
+
+    async def _check_all(self, gate: linkcheck.HostGate, finished) -> None:
+        settings = webclient.ClientSettings(
+            self.options.concurrency, self.options.per_host, self.options.timeout
+        )
+        scheduler: webclient.Scheduler = webclient.Scheduler(
+            settings.concurrency, settings.per_host
+        )
+        async with webclient.session(settings) as session:
+
+            async def work(item: tuple[int, str]) -> linkcheck.Verdict:
+                return await linkcheck.check(
+                    session,
+                    item[1],
+                    timeout=self.options.timeout,
+                    retries=self.options.retries,
+                    gate=gate,
+                    backoff=self.options.backoff,
+                )
+
+            await scheduler.run(
+                self._planned(), lambda item: webclient.host_of(item[1]), work, finished
+            )
+
+    def _judge(self, bookmark_id: int, url: str, verdict: linkcheck.Verdict) -> HealthCheck:
+        now = self.library.now()
+        since = None
+        if not verdict.reachable:
+            previous = self.store.one(
+                "SELECT reachable, failing_since FROM health_checks WHERE bookmark_id = ? "
+                "ORDER BY id DESC LIMIT 1",
+                (bookmark_id,),
+            )
+            earlier = previous is not None and not previous[0] and previous[1]
+            since = clock.from_text(previous[1]) if earlier else now
+        return HealthCheck(
+            id=bookmark_id,
+            url=url,
+            result=verdict.result,
+            status=verdict.status,
+            reachable=verdict.reachable,
+            final_url=verdict.final_url,
+            detail=verdict.detail,
+            elapsed_ms=verdict.elapsed_ms,
+            attempts=verdict.attempts,
+            checked_at=now,
+            failing_since=since,
+            confirmed=self._confirmed(verdict.reachable, now, since),
+        )
+
+    def _store(self, pending: list[HealthCheck]) -> None:
+        if not pending:
+            return
+        with self.store.transaction():
+            self.store.db.executemany(
+                "INSERT INTO health_checks (bookmark_id, checked_at, url, result, status, "
+                "reachable, final_url, detail, elapsed_ms, failing_since) "
+                "SELECT ?, ?, ?, ?, ?, ?, ?, ?, ?, ? WHERE EXISTS "
+                "(SELECT 1 FROM bookmarks WHERE id = ?1)",
+                [
+                    (
+                        c.id,
+                        clock.to_text(c.checked_at),
+                        c.url,
+                        c.result,
+                        c.status,
+                        int(c.reachable),
+                        c.final_url,
+                        c.detail,
+                        c.elapsed_ms,
+                        clock.to_text(c.failing_since),
+                    )
+                    for c in pending
+                ],
+            )
+            self.store.db.executemany(
+                "UPDATE bookmarks SET reachable = ?, last_checked = ?, check_result = ? "
+                "WHERE id = ?",
+                [
+                    (int(c.reachable), clock.to_text(c.checked_at), _result_text(c), c.id)
+                    for c in pending
+                ],
+            )
+        pending.clear()

@@ -1,0 +1,270 @@
+"""Plugins: discovered through the `marks.plugins` entry-point group, called from the service layer.
+
+A plugin is an object (or a class made with no arguments) that an entry point names. It declares
+`name`, `version`, `type` (one of TYPES), `priority`, `description`, `author` and `dependencies`;
+what it leaves out comes from its distribution's metadata. Built-in plugins are registered through
+the same entry-point group in marks' own `pyproject.toml`, so nothing about them is special.
+
+Every hook and type method is called in priority order (the lower number first, like the reading
+queue). A plugin that raises is reported once, through the `report` callable the front end gives,
+and disabled for the rest of the command; the user's change has been committed before any
+lifecycle hook runs, so a failing plugin can never lose it.
+
+Which plugins are enabled lives in the config file (`plugins = { name = false }`): installed
+plugins are enabled until the user disables one, as with pytest's or datasette's plugins.
+"""
+
+import re
+from collections.abc import Callable, Iterable, Iterator
+from typing import TYPE_CHECKING, Any
+
+import msgspec
+
+from marks.library import MarksError
+
+if TYPE_CHECKING:
+    from importlib.metadata import EntryPoint
+
+GROUP = "marks.plugins"
+TYPES = {
+    "tag_suggester": "suggests tags for a bookmark: suggest(bookmark, text) -> [(tag, score)]",
+    "content_extractor": "turns a fetched page into text: extract(url, content_type, body)",
+    "similarity_finder": "finds related bookmarks: similar(bookmark, limit) -> [(id, score)]",
+    "search_enhancer": "rewrites a search before it runs: enhance(query) -> query",
+    "bookmark_enricher": "fills in a new bookmark: enrich(bookmark) -> {field: value}",
+}
+TYPE_METHODS = {
+    "tag_suggester": "suggest",
+    "content_extractor": "extract",
+    "similarity_finder": "similar",
+    "search_enhancer": "enhance",
+    "bookmark_enricher": "enrich",
+}
+HOOKS = ("on_load", "on_bookmark_added", "on_bookmark_updated", "on_bookmark_deleted", "on_unload")
+DEFAULT_PRIORITY = 50
+
+
+class PluginError(MarksError):
+    pass
+
+
+class PluginInfo(msgspec.Struct, kw_only=True):
+    """What `plugin list` and `plugin info` show."""
+
+    name: str
+    type: str
+    version: str = ""
+    priority: int = DEFAULT_PRIORITY
+    enabled: bool = True
+    description: str = ""
+    author: str = ""
+    dependencies: list[str] = []
+    missing: list[str] = []  # dependencies that are not installed
+    builtin: bool = False
+    entry_point: str = ""
+    problem: str | None = None  # why it cannot run (failed import, unknown type, ...)
+
+
+class Extracted(msgspec.Struct, kw_only=True):
+    """What a content_extractor returns for a page it understands."""
+
+    text: str
+    title: str = ""
+    description: str = ""
+
+
+class Context(msgspec.Struct, kw_only=True):
+    """Handed to `on_load`: the service a plugin may read from (never a front end)."""
+
+    library: Any
+    config: dict[str, Any] = {}
+
+
+_REQUIREMENT_NAME = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)")
+
+
+def _installed(requirement: str) -> bool:
+    import importlib.metadata
+
+    match = _REQUIREMENT_NAME.match(requirement)
+    if match is None:
+        return False
+    try:
+        importlib.metadata.distribution(match.group(1))
+    except importlib.metadata.PackageNotFoundError:
+        return False
+    return True
+
+
+class _Loaded:
+    __slots__ = ("info", "plugin")
+
+    def __init__(self, info: PluginInfo, plugin: Any) -> None:
+        self.info = info
+        self.plugin = plugin
+
+
+class Plugins:
+    """The plugins of one command: discovered lazily, the first time something asks for them."""
+
+    def __init__(
+        self,
+        enabled: dict[str, bool] | None = None,
+        report: Callable[[str], None] = lambda message: None,
+        entry_points: Iterable["EntryPoint"] | None = None,
+    ) -> None:
+        self._enabled = dict(enabled or {})
+        self._report = report
+        self._entry_points = entry_points
+        self._infos: list[PluginInfo] | None = None
+        self._loaded: list[_Loaded] | None = None
+        self._context: Context | None = None
+
+    # --- discovery -------------------------------------------------------------------------------
+
+    def _points(self) -> list["EntryPoint"]:
+        if self._entry_points is not None:
+            return list(self._entry_points)
+        import importlib.metadata  # only when plugins are asked for: it costs start-up time
+
+        return list(importlib.metadata.entry_points(group=GROUP))
+
+    def _describe(self, point: "EntryPoint") -> tuple[PluginInfo, Any]:
+        distribution = point.dist
+        meta = distribution.metadata if distribution is not None else None
+        info = PluginInfo(
+            name=point.name,
+            type="",
+            version=distribution.version if distribution is not None else "",
+            author=(meta.get("Author") or meta.get("Author-email") or "") if meta else "",
+            description=(meta.get("Summary") or "") if meta else "",
+            builtin=point.value.startswith("marks."),
+            entry_point=point.value,
+        )
+        try:
+            target = point.load()
+            plugin = target() if isinstance(target, type) else target
+        except Exception as error:  # a broken plugin is listed with its problem, never fatal
+            info.problem = f"cannot load {point.value}: {type(error).__name__}: {error}"
+            info.enabled = False
+            return info, None
+        info.name = str(getattr(plugin, "name", None) or point.name)
+        info.type = str(getattr(plugin, "type", ""))
+        info.version = str(getattr(plugin, "version", None) or info.version)
+        info.description = str(getattr(plugin, "description", None) or info.description)
+        info.author = str(getattr(plugin, "author", None) or info.author)
+        info.priority = _priority(getattr(plugin, "priority", DEFAULT_PRIORITY))
+        declared = getattr(plugin, "dependencies", None)
+        if declared is None and distribution is not None:
+            declared = [r for r in (distribution.requires or []) if "extra ==" not in r]
+        info.dependencies = [str(item) for item in declared or []]
+        info.missing = [item for item in info.dependencies if not _installed(item)]
+        info.enabled = self._enabled.get(info.name, True)
+        if info.type not in TYPES:
+            info.problem = f"unknown plugin type {info.type!r} (known: {', '.join(TYPES)})"
+        elif not callable(getattr(plugin, TYPE_METHODS[info.type], None)):
+            info.problem = f"a {info.type} must have a {TYPE_METHODS[info.type]}() method"
+        elif info.missing:
+            info.problem = f"missing dependencies: {', '.join(info.missing)}"
+        return info, plugin
+
+    def _discover(self) -> None:
+        if self._infos is not None:
+            return
+        found: list[tuple[PluginInfo, Any]] = []
+        names: set[str] = set()
+        for point in self._points():
+            info, plugin = self._describe(point)
+            if info.name in names:
+                info.problem = f"another plugin is already called {info.name!r}"
+            names.add(info.name)
+            found.append((info, plugin))
+        found.sort(key=lambda pair: (pair[0].priority, pair[0].name))
+        self._infos = [info for info, _ in found]
+        self._loaded = [
+            _Loaded(info, plugin)
+            for info, plugin in found
+            if plugin is not None and info.enabled and info.problem is None
+        ]
+
+    def infos(self) -> list[PluginInfo]:
+        """Every installed plugin, enabled or not, in priority order."""
+        self._discover()
+        assert self._infos is not None
+        return list(self._infos)
+
+    def info(self, name: str) -> PluginInfo:
+        for info in self.infos():
+            if info.name == name:
+                return info
+        known = ", ".join(info.name for info in self.infos()) or "none installed"
+        raise PluginError(f"no plugin called {name!r} (known: {known})")
+
+    # --- calling ---------------------------------------------------------------------------------
+
+    def start(self, context: Context) -> None:
+        """Remember the context; `on_load` runs when a plugin is first used."""
+        self._context = context
+
+    def _active(self) -> list[_Loaded]:
+        if self._loaded is None:
+            self._discover()
+            assert self._loaded is not None
+            if self._context is not None:
+                for loaded in list(self._loaded):
+                    self._call(loaded, "on_load", self._context)
+        return self._loaded
+
+    def apply(self, kind: str, *args: Any) -> Iterator[tuple[str, Any]]:
+        """Call every plugin of a type; a failing one is reported, disabled, and skipped."""
+        for loaded in list(self._active()):
+            if loaded.info.type != kind:
+                continue
+            ok, result = self._call(loaded, TYPE_METHODS[kind], *args)
+            if ok:
+                yield loaded.info.name, result
+
+    def chain(self, kind: str, value: Any) -> Any:
+        """Thread a value through every plugin of a type (search_enhancer rewrites a query).
+
+        An answer of another type than the value's is ignored, as if that plugin had no say.
+        """
+        for loaded in list(self._active()):
+            if loaded.info.type != kind:
+                continue
+            ok, result = self._call(loaded, TYPE_METHODS[kind], value)
+            if ok and isinstance(result, type(value)):
+                value = result
+        return value
+
+    def fire(self, hook: str, *args: Any) -> None:
+        """A lifecycle hook, for every enabled plugin that has it."""
+        for loaded in list(self._active()):
+            self._call(loaded, hook, *args)
+
+    def close(self) -> None:
+        if self._loaded is not None:
+            for loaded in list(self._loaded):
+                self._call(loaded, "on_unload")
+
+    def _call(self, loaded: _Loaded, method: str, *args: Any) -> tuple[bool, Any]:
+        function = getattr(loaded.plugin, method, None)
+        if function is None:
+            return False, None
+        try:
+            return True, function(*args)
+        except Exception as error:
+            self._disable(loaded, f"plugin {loaded.info.name} failed in {method}: {error!r}")
+            return False, None
+
+    def _disable(self, loaded: _Loaded, message: str) -> None:
+        if self._loaded is not None and loaded in self._loaded:
+            self._loaded.remove(loaded)
+            self._report(f"{message}; disabled for the rest of this command")
+
+
+def _priority(value: Any) -> int:
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return DEFAULT_PRIORITY

@@ -1,0 +1,64 @@
+"""The Starlette application: every `routes_*` module's endpoints, the web UI, the guards."""
+
+from pathlib import Path
+
+from starlette.applications import Starlette
+from starlette.middleware import Middleware
+from starlette.responses import FileResponse
+from starlette.routing import Mount, Route
+from starlette.staticfiles import StaticFiles
+
+from marks.server import (
+    openapi,
+    routes_bookmarks,
+    routes_library,
+    routes_queue,
+    routes_tags,
+    routes_transfer,
+)
+from marks.server.endpoint import Endpoint, Libraries, make_handler
+from marks.server.security import Guard
+from marks.server.settings import ServerSettings
+from servekit import CorsPolicy, JSONResponse, exception_handlers
+
+STATIC = Path(__file__).with_name("static")
+# One module per resource. A capability that lands (health, queue, content, graph, browsers)
+# adds its `routes_<name>.py` here, and its web view as `static/views/<name>.js`.
+MODULES = (routes_bookmarks, routes_library, routes_queue, routes_tags, routes_transfer)
+
+
+def endpoints() -> list[Endpoint]:
+    found = [endpoint for module in MODULES for endpoint in module.ENDPOINTS]
+    # Fixed paths first, so /bookmarks/lookup is never read as /bookmarks/{id}.
+    return sorted(found, key=lambda e: "{" in e.path)
+
+
+def make_app(settings: ServerSettings) -> Starlette:
+    libraries = Libraries(settings)
+    libraries.store()  # open (and migrate) now: a bad database fails at start, not per request
+    declared = endpoints()
+    document = openapi.build(declared)
+    routes = [
+        Route(e.path, make_handler(e, libraries, settings), methods=[e.method]) for e in declared
+    ]
+
+    async def openapi_json(request):
+        return JSONResponse(document)
+
+    async def index(request):
+        return FileResponse(STATIC / "index.html", headers={"Cache-Control": "no-cache"})
+
+    routes += [
+        Route("/openapi.json", openapi_json, methods=["GET"]),
+        Route("/", index, methods=["GET"]),
+        Mount("/static", StaticFiles(directory=STATIC), name="static"),
+    ]
+    cors = CorsPolicy.only(*settings.origins, allow_extensions=True)
+    app = Starlette(
+        routes=routes,
+        exception_handlers=exception_handlers(),
+        # CORS outermost, so the guard's refusals still carry its headers and a client reads them.
+        middleware=[cors.middleware(), Middleware(Guard, settings=settings)],
+    )
+    app.state.libraries = libraries
+    return app
