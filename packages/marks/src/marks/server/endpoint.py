@@ -172,6 +172,8 @@ async def in_thread(libraries: Libraries, function: Callable[[Library], Any]) ->
             return function(libraries.library())
         except EXPECTED as error:
             raise domain_error(error) from None
+        except OverflowError:  # a number SQLite cannot hold names nothing that exists
+            raise HTTPError(422, "Invalid", "a number is out of range") from None
 
     return await anyio.to_thread.run_sync(work, limiter=_limiter)
 
