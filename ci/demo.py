@@ -221,6 +221,49 @@ def marks_health_demo() -> None:
         run("marks", "--db", db, "shell", "-c", "ls /broken; stat /bookmarks/3")
 
 
+def marks_serve_demo() -> None:
+    """`marks serve` on a demo library: its URL, then a few API calls as curl would make them."""
+    print("\n== marks serve ==")
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    from netscape_gen import generate
+
+    with tempfile.TemporaryDirectory(prefix="marks-serve-demo-") as directory:
+        folder = Path(directory)
+        db = folder / "library.db"
+        env = {"XDG_CONFIG_HOME": str(folder / "config"), "XDG_DATA_HOME": str(folder / "data")}
+        source = folder / "bookmarks.html"
+        source.write_text(generate(500, seed=5))
+        subprocess.run(
+            [str(BIN / "marks"), "--db", str(db), "import", "html", str(source)],
+            check=True, env={**os.environ, **env}, capture_output=True,
+        )  # fmt: skip
+        argv = [str(BIN / "marks"), "--db", str(db), "serve", "--port", "0"]
+        with ServerProcess(argv, env=env) as server, httpx.Client(base_url=server.url) as http:
+            print(server.output.strip())
+            print(f"web UI: {server.url}/   API document: {server.url}/openapi.json")
+
+            def show(method: str, path: str, **kwargs) -> httpx.Response:
+                response = http.request(method, path, **kwargs)
+                body = response.text if len(response.text) < 400 else response.text[:400] + "..."
+                print(f"$ curl -X {method} '{server.url}{path}'  -> {response.status_code}")
+                print(f"  {body}")
+                return response
+
+            show("GET", "/bookmarks?limit=2&sort=title")
+            show("GET", "/search?q=kernel&fts=1&limit=1")
+            made = show(
+                "POST", "/bookmarks", json={"url": "https://demo.example/", "tags": ["demo"]}
+            )
+            show("POST", "/bookmarks", json={"url": "https://DEMO.example"})  # 409: already there
+            show("GET", "/bookmarks/lookup?url=https://demo.example")
+            show("PATCH", f"/bookmarks/{made.json()['id']}", json={"starred": True})
+            show("GET", "/tags/complete?prefix=de&limit=5")
+            show("GET", "/bookmarks/by-date?granularity=year")
+            show("GET", "/stats")
+            show("GET", "/bookmarks", headers={"Host": "evil.example"})  # DNS-rebinding guard
+        print("server stopped")
+
+
 def run_quiet(*argv: str) -> str:
     result = subprocess.run(
         [str(BIN / argv[0]), *argv[1:]], capture_output=True, text=True, check=True
@@ -232,6 +275,7 @@ def main() -> None:
     jobrunner_demo()
     marks_demo()
     marks_health_demo()
+    marks_serve_demo()
 
 
 if __name__ == "__main__":

@@ -3,6 +3,8 @@
 import json
 from pathlib import Path
 
+import msgspec
+
 from marks import schema
 
 DATA = Path(__file__).with_name("data")
@@ -365,14 +367,14 @@ def test_config_show_is_toml_and_set_takes_negative_looking_values(marks):
     shown = marks("config", "show")
     assert shown.code == 0
     values = tomllib.loads(shown.out)
+    from marks import settings
+
     assert values == {
-        "db": "",
-        "output": "table",
+        **msgspec.structs.asdict(settings.Config()),
         "list_limit": 7,
-        "search_limit": 50,
         "search_fts": True,
-        "aliases": {},
     }
+    assert set(values) == set(settings.KEYS)
     refused = marks.process("config", "set", "list_limit", "-5")  # the real binary too
     assert refused.code == 1 and "No such option" not in refused.err
     assert refused.err.startswith("marks: list_limit: Expected `int` >= 0")

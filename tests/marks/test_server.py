@@ -139,6 +139,8 @@ def test_bulk_tagging_is_all_or_nothing(served):
     missing = served.http.post("/bookmarks/tags", json={"ids": [a["id"], 999], "add": ["other"]})
     assert_error(missing, 404)
     assert served.http.get(f"/bookmarks/{a['id']}").json()["tags"] == ["later"]
+    for huge in (2**64 - 1, 10**30):  # ids SQLite cannot hold: refused, never a crash
+        assert_error(served.http.post("/bookmarks/tags", json={"ids": [huge], "add": ["x"]}), 422)
 
 
 def test_search_ranks_full_text_with_snippets(served):

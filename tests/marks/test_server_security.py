@@ -166,3 +166,16 @@ def test_cli_import_while_the_api_writes(served, tmp_path):
     assert written[0] > 0
     stats = served.http.get("/stats").json()
     assert stats["bookmarks"] == 20000 + written[0]
+
+
+def test_config_token_new_replaces_it_and_lists_are_set_with_commas(tmp_path):
+    runner = Runner(tmp_path / "l.db")
+    env = _env(tmp_path)
+    first = runner.process("config", "token", env=env).out.strip()
+    assert first and runner.process("config", "token", env=env).out.strip() == first
+    second = runner.process("config", "token", "--new", env=env).out.strip()
+    assert second and second != first
+    done = runner.process("config", "set", "cors_origins", "http://a.test, http://b.test", env=env)
+    assert done.code == 0, done.err
+    shown = runner.process("--output", "json", "config", "show", env=env).out
+    assert '"cors_origins":["http://a.test","http://b.test"]' in shown.replace(" ", "")

@@ -1,10 +1,12 @@
 """`/bookmarks`: list, add, get, change, delete, visit, look up by URL, and tag in bulk."""
 
+from typing import Annotated
+
 import msgspec
 
 from marks.filters import compile_filter
 from marks.library import SORTS, Library, NotFound
-from marks.server.endpoint import Call, Endpoint, Param
+from marks.server.endpoint import MAX_ID, Call, Endpoint, Param
 from marks.wire import Bookmark
 
 MAX_LIMIT = 1000
@@ -38,8 +40,11 @@ class BookmarkPage(msgspec.Struct):
     has_more: bool
 
 
+BookmarkId = Annotated[int, msgspec.Meta(ge=1, le=MAX_ID)]
+
+
 class Retag(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
-    ids: list[int]
+    ids: list[BookmarkId]
     add: list[str] = []
     remove: list[str] = []
 

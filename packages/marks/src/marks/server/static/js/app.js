@@ -245,11 +245,11 @@ async function bulkTag() {
   if (!tag) return;
   try {
     const result = await request("POST", "/bookmarks/tags", { json: { ids: [...state.selected], add: [tag] } });
-    message(`tagged ${result.changed} bookmark(s) with ${tag}`);
     state.selected.clear();
     updateSelection();
     $("#bulk-tag").value = "";
     await load();
+    message(`tagged ${result.changed} bookmark(s) with ${tag}`); // after the reload, which clears it
     renderSidebar();
   } catch (error) {
     message(error.message, true);
