@@ -48,5 +48,8 @@ test("every period has a label, and ranges become marks filter expressions", () 
     "visited >= 2024-05-01T00:00:00Z and visited < 2024-06-01T00:00:00Z",
   );
   assert.throws(() => rangeQuery("title", calendar(2024)));
+  // A period running until now has no upper bound: a bookmark added this second is in "today".
+  assert.equal(rangeQuery("added", period("today", at("2026-11-25T10:30:00.800Z"))), "added >= 2026-11-25T00:00:00Z");
+  assert.equal(period("yesterday", at("2026-11-25T10:30:00Z")).open, false);
   assert.throws(() => period("next-week"));
 });

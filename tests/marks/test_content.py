@@ -111,7 +111,7 @@ def test_refresh_needs_a_selection_and_checks_ids(marks):
     nothing = marks("content", "refresh")
     assert nothing.code == 1 and "IDS, --all or --query" in nothing.err
     missing = marks("content", "refresh", "7")
-    assert missing.code == 1 and missing.err == "marks: no bookmark with id 7\n"
+    assert missing.code == 1 and missing.err == "marks: no such bookmark 7\n"
 
 
 def test_query_selects_pages(marks, web):

@@ -29,19 +29,23 @@ def test_rename_changes_the_case_and_finds_tags_by_any_case(library):
     assert library.get(1).tags == ["OBST/Grün"]
 
 
-def test_migration_merges_tags_that_collide_and_reports_them(tmp_path):
-    path = tmp_path / "old.db"
-    store = Store(path)  # build a database as the previous schema left it
-    store.close()
-    db = apsw.Connection(str(path))
+def _before_tag_keys(path) -> apsw.Connection:
+    """A database as the schema before tag keys left it (every migration up to that one)."""
     from marks import schema
 
     old_version = next(
         number for number, sql in enumerate(schema.MIGRATIONS) if "ADD COLUMN key" in sql
     )
-    db.execute("DROP INDEX tags_key; DROP TABLE tag_merges")
-    db.execute("ALTER TABLE tags DROP COLUMN key")
+    db = apsw.Connection(str(path))
+    for sql in schema.MIGRATIONS[:old_version]:
+        db.execute(sql)
     db.execute(f"PRAGMA user_version = {old_version}")
+    return db
+
+
+def test_migration_merges_tags_that_collide_and_reports_them(tmp_path):
+    path = tmp_path / "old.db"
+    db = _before_tag_keys(path)
     db.execute(
         "INSERT INTO bookmarks (url, url_key, added) VALUES "
         "('https://a.example', 'a', '2026-01-01T00:00:00Z'), "
@@ -64,17 +68,13 @@ def test_migration_merges_tags_that_collide_and_reports_them(tmp_path):
 
 
 def test_migration_report_reaches_the_cli(marks, db_path):
-    marks("bookmark", "add", "https://a.example", "--tag", "Äpfel")
-    db = apsw.Connection(str(db_path))
-    from marks import schema
-
-    old_version = next(
-        number for number, sql in enumerate(schema.MIGRATIONS) if "ADD COLUMN key" in sql
+    db = _before_tag_keys(db_path)
+    db.execute(
+        "INSERT INTO bookmarks (url, url_key, added) "
+        "VALUES ('https://a.example/', 'https://a.example/', '2026-01-01T00:00:00Z')"
     )
-    db.execute("DROP INDEX tags_key; DROP TABLE tag_merges; ALTER TABLE tags DROP COLUMN key")
-    db.execute(f"PRAGMA user_version = {old_version}")
-    db.execute("INSERT INTO tags (name) VALUES ('äpfel')")  # NOCASE let it in (not ASCII)
-    db.execute("INSERT INTO bookmark_tags VALUES (1, 2)")
+    db.execute("INSERT INTO tags (name) VALUES ('Äpfel'), ('äpfel')")  # NOCASE let both in
+    db.execute("INSERT INTO bookmark_tags VALUES (1, 1), (1, 2)")
     db.close()
     result = marks("bookmark", "list")
     assert result.code == 0

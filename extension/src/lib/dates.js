@@ -31,7 +31,8 @@ export function period(name, now = new Date()) {
   };
   if (!(name in ranges)) throw new Error(`unknown period ${name}`);
   const [from, to] = ranges[name];
-  return { from, to };
+  // Periods that run until now are open: what was added this very second still belongs in them.
+  return { from, to, open: to === now };
 }
 
 // A calendar year, month (1-12) or day, as [from, to).
@@ -52,9 +53,10 @@ export function isoSeconds(moment) {
 }
 
 // The `bookmark query` expression for bookmarks whose FIELD (added or visited) lies in a range.
-export function rangeQuery(field, { from, to }) {
+export function rangeQuery(field, { from, to, open = false }) {
   if (field !== "added" && field !== "visited") throw new Error(`unknown date field ${field}`);
-  return `${field} >= ${isoSeconds(from)} and ${field} < ${isoSeconds(to)}`;
+  const since = `${field} >= ${isoSeconds(from)}`;
+  return open ? since : `${since} and ${field} < ${isoSeconds(to)}`;
 }
 
 export const MONTHS = [
