@@ -4,13 +4,14 @@ Only the service layer uses this module; nothing above it runs SQL.
 """
 
 import contextlib
+import logging
 import os
 from collections.abc import Iterator
 from pathlib import Path
 
 import apsw
 
-from marks import schema
+from marks import schema, urls
 
 
 class StoreError(RuntimeError):
@@ -28,6 +29,8 @@ class Store:
             self.db.execute("PRAGMA journal_mode = WAL")
             self.db.execute("PRAGMA foreign_keys = ON")
             self.db.execute("PRAGMA synchronous = NORMAL")  # safe with WAL: commits stay atomic
+            # Migrations that recompute url_key call the same normalisation as the library.
+            self.db.create_scalar_function("marks_url_key", urls.key, 1, deterministic=True)
             self._migrate()
         except apsw.Error as error:
             raise StoreError(f"cannot open {self.path}: {error}") from None
@@ -45,6 +48,21 @@ class Store:
             for number in range(version, schema.VERSION):
                 self.db.execute(schema.MIGRATIONS[number])
             self.db.execute(f"PRAGMA user_version = {schema.VERSION}")
+        if version:
+            self._report_collisions()
+
+    def _report_collisions(self) -> None:
+        """Say so when recomputed URL keys made bookmarks the same page (all of them are kept)."""
+        exists = "SELECT 1 FROM sqlite_schema WHERE name = 'url_key_collisions'"
+        if self.db.execute(exists).fetchone() is None:
+            return
+        count = self.db.execute("SELECT count(*) FROM url_key_collisions").fetchone()[0]
+        if count:
+            logging.getLogger("marks").warning(
+                "marks: %d bookmark(s) are now the same page as an older one (URL keys were "
+                "normalised); all are kept: `marks db dedupe` merges them",
+                count,
+            )
 
     @contextlib.contextmanager
     def transaction(self) -> Iterator[apsw.Connection]:

@@ -48,8 +48,10 @@ class InvalidURL(ValueError):
 def clean(url: str) -> tuple[str, list[str]]:
     """What a browser's address bar does before parsing: trim, drop tabs and line breaks inside,
     and percent-encode spaces. Returns the URL and notes on anything changed."""
-    notes = []
+    notes: list[str] = []
     url = url.strip()
+    if url.split(":", 1)[0].lower() not in ALLOWED_SCHEMES:
+        return url, notes  # not a URL to repair: `check` says why
     if _WHITESPACE_INSIDE.search(url):
         url = _WHITESPACE_INSIDE.sub("", url)
         notes.append("tabs or line breaks inside the URL removed")
@@ -113,7 +115,10 @@ def _host(host: str) -> str:
 
 def key(url: str) -> str:
     """The normalised URL two bookmarks share when they are the same page."""
-    return _key(urlsplit(url.strip()))
+    try:
+        return _key(urlsplit(url.strip()))
+    except ValueError:  # unparseable (a broken IPv6 host): the URL is its own key
+        return url.strip()
 
 
 def _key(parts) -> str:
