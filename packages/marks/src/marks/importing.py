@@ -45,6 +45,7 @@ class Importer:
         self.update = update
         self.nocase = nocase
         self.tag_cache: dict[str, tuple[str | None, str | None]] = {}
+        self.tags_cache: dict[tuple[str, ...], tuple[list[str], list[str]]] = {}
         self.first_new = (self.store.value("SELECT max(id) FROM bookmarks") or 0) + 1
         self.next_id = self.first_new
         self.merged: set[int] = set()  # rows whose tags changed after insert (refreshed at end)
@@ -76,6 +77,20 @@ class Importer:
         return tag, note
 
     def clean_tags(self, names: Iterable[str], notes: list[str]) -> list[str]:
+        names = tuple(names)
+        cached = self.tags_cache.get(names)
+        if cached is not None:  # imports repeat whole tag lists (every bookmark of a folder)
+            notes.extend(cached[1])
+            return list(cached[0])
+        found: list[str] = []
+        tags = self._clean(names, found)
+        if len(self.tags_cache) > 50_000:
+            self.tags_cache.clear()
+        self.tags_cache[names] = (tags, found)
+        notes.extend(found)
+        return list(tags)
+
+    def _clean(self, names: Iterable[str], notes: list[str]) -> list[str]:
         seen: dict[str, str] = {}
         for name in names:
             tag, note = self._tag(name)

@@ -159,9 +159,35 @@ def _domain(parts) -> str:
     return (parts.hostname or "").lower().removeprefix("www.")
 
 
+# The common case, an ordinary http(s) URL, keyed without urlsplit (imports do this 100,000
+# times): a plain host, maybe a port, and a rest with nothing that needs normalising.
+_PLAIN = re.compile(r"(?i)(https?)://([a-z0-9.-]+)(?::(\d{1,5}))?([/?#][!#-$&-;=?-\[\]_a-z~]*)?")
+
+
+def _fast(url: str) -> tuple[str, str, str] | None:
+    match = _PLAIN.fullmatch(url)
+    if match is None:
+        return None
+    scheme, host, port, rest = match.groups()
+    scheme, host = scheme.lower(), host.lower()
+    if not host.strip(".") or (port and int(port) > 65535):
+        return None
+    if port and int(port) == DEFAULT_PORTS[scheme]:
+        port = None
+    if not rest or rest[0] != "/":
+        rest = "/" + (rest or "")
+    if rest.endswith(("#", "?")) or "?#" in rest:
+        return None  # empty query or fragment: let urlsplit decide
+    netloc = f"{host}:{int(port)}" if port else host
+    return url, f"{scheme}://{netloc}{rest}", host.removeprefix("www.")
+
+
 def analyse(url: str) -> tuple[str, str, str]:
     """`check`, `key` and `domain` with one parse (imports do this 100,000 times)."""
     url = url.strip()
+    fast = _fast(url)
+    if fast is not None:
+        return fast
     scheme = url.split(":", 1)[0].lower() if ":" in url else ""
     if scheme in ("http", "https") and not any(ch in url for ch in "\n\r\t\x00 "):
         parts = urlsplit(url)  # the common case, checked from the same parse

@@ -68,7 +68,10 @@ class _Reader:
         self.in_h1 = False
         self.description: list[str] | None = None
         self.last: Record | None = None  # the bookmark a <DD> right now would describe
-        self.line = 1
+        self.line = 1  # the line of `counted`, advanced only when a bookmark asks for it
+        self.counted = 0
+        self.position = 0  # where the tag being handled starts
+        self.document = ""
 
     def _finish_description(self) -> None:
         if self.description is not None and self.last is not None:
@@ -92,6 +95,8 @@ class _Reader:
             self.in_h1, self.text = True, []
             self.last = None
         elif tag == "a":
+            self.line += self.document.count("\n", self.counted, self.position)
+            self.counted = self.position
             self.link, self.text, self.link_line = attrs, [], self.line
         elif tag == "dd":
             self.description = []
@@ -132,7 +137,7 @@ class _Reader:
 
     def feed(self, document: str) -> Iterator[Record]:
         position = 0
-        counted = 0
+        self.document = document
         for match in _MARKUP.finditer(document):
             start = match.start()
             if start > position:
@@ -141,8 +146,7 @@ class _Reader:
             closing, name, attributes = match.groups()
             if name is None:
                 continue  # comment or declaration
-            self.line += document.count("\n", counted, start)
-            counted = start
+            self.position = start
             if closing:
                 self.handle_endtag(name.lower())
             else:
@@ -175,8 +179,10 @@ class _Reader:
         if (link.get("toread") or "").lower() in _TRUE:
             tags.append(TOREAD_TAG)
         raw_added = link.get("add_date") or link.get("time_added")
-        added = dates.parse_into(raw_added, notes, "ADD_DATE")
-        last_visited = dates.parse_into(link.get("last_visit"), notes, "LAST_VISIT")
+        added = dates.parse_into(raw_added, notes, "ADD_DATE") if raw_added else None
+        visit = link.get("last_visit")
+        last_visited = dates.parse_into(visit, notes, "LAST_VISIT") if visit else None
+        checked = link.get("last_checked")
         visits = link.get("visit_count") or ""
         record = Record(
             url=href,
@@ -190,7 +196,7 @@ class _Reader:
             archived=(link.get("archived") or "").lower() in _TRUE
             or self.section.get("archived", False),
             reachable={"1": True, "0": False}.get(link.get("reachable") or ""),
-            last_checked=dates.parse_into(link.get("last_checked"), notes, "LAST_CHECKED"),
+            last_checked=dates.parse_into(checked, notes, "LAST_CHECKED") if checked else None,
             check_result=link.get("check_result") or None,
             where=f"line {self.link_line}",
             notes=notes,
