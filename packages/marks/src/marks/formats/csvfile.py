@@ -124,6 +124,8 @@ def read(stream: TextIO) -> Iterator[Record]:
             if alias in names:
                 columns[field] = names.index(alias)
                 break
+    # Raindrop writes both `note` and `excerpt`: the first that is filled describes the bookmark.
+    descriptions = [names.index(alias) for alias in ALIASES["description"] if alias in names]
     rows: Iterable[list[str]] = reader
     if "url" not in columns:
         found = [index for index, cell in enumerate(first) if _looks_like_url(cell)]
@@ -131,6 +133,7 @@ def read(stream: TextIO) -> Iterator[Record]:
             shown = ", ".join(first)[:120]
             raise FormatError(f"no URL column in the header and no URL in the first row ({shown})")
         columns = {"url": found[0]}  # no header: one URL per row, maybe with other cells
+        descriptions = []
         rows = _prepend(first, reader)
         start = 1
     else:
@@ -163,7 +166,9 @@ def read(stream: TextIO) -> Iterator[Record]:
             yield Record(
                 url=cell(row, "url"),
                 title=cell(row, "title"),
-                description=cell(row, "description"),
+                description=next(
+                    (row[i].strip() for i in descriptions if i < len(row) and row[i].strip()), ""
+                ),
                 tags=tags,
                 starred=cell(row, "starred").lower() in TRUE or flags.get("starred", False),
                 archived=cell(row, "archived").lower() in TRUE
