@@ -161,7 +161,7 @@ def _domain(parts) -> str:
 
 # The common case, an ordinary http(s) URL, keyed without urlsplit (imports do this 100,000
 # times): a plain host, maybe a port, and a rest with nothing that needs normalising.
-_PLAIN = re.compile(r"(?i)(https?)://([a-z0-9.-]+)(?::(\d{1,5}))?([/?#][!#-$&-;=?-\[\]_a-z~]*)?")
+_PLAIN = re.compile(r"(?i)(https?)://([a-z0-9.-]+)(?::([0-9]{1,5}))?([/?#][!#-$&-;=?-\[\]_a-z~]*)?")
 
 
 def _fast(url: str) -> tuple[str, str, str] | None:
@@ -172,7 +172,7 @@ def _fast(url: str) -> tuple[str, str, str] | None:
     scheme, host = scheme.lower(), host.lower()
     if not host.strip(".") or (port and int(port) > 65535):
         return None
-    if port and int(port) == DEFAULT_PORTS[scheme]:
+    if port and int(port) in (0, DEFAULT_PORTS[scheme]):
         port = None
     if not rest or rest[0] != "/":
         rest = "/" + (rest or "")

@@ -117,7 +117,7 @@ def read(stream: TextIO) -> Iterator[Record]:
         return
     except csv.Error as error:
         raise FormatError(f"not valid CSV: {error}") from None
-    names = [name.strip().lower().replace(" ", "_") for name in first]
+    names = [name.strip().lstrip("\ufeff").lower().replace(" ", "_") for name in first]
     columns: dict[str, int] = {}
     for field, aliases in ALIASES.items():
         for alias in aliases:
