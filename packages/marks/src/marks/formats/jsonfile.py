@@ -344,12 +344,36 @@ EXPECTED = (
 )
 
 
+_typed = msgspec.json.Decoder(list[Item], strict=False)
+
+
 def read(stream: BinaryIO) -> Iterator[Record]:
+    raw = stream.read()
+    if raw.lstrip()[:1] == b"[":
+        # The common case, an array of well-formed items, decoded straight into structs; any
+        # item of a wrong type sends the whole file down the item-by-item path below.
+        try:
+            items = _typed.decode(raw)
+        except (msgspec.ValidationError, msgspec.DecodeError):
+            pass
+        else:
+            del raw
+            return _typed_items(items)
     try:
-        data = msgspec.json.decode(stream.read())
+        data = msgspec.json.decode(raw)
     except msgspec.DecodeError as error:
         raise FormatError(f"not valid JSON: {error}") from None
     return shape(data)
+
+
+def _typed_items(items: list[Item]) -> Iterator[Record]:
+    for number in range(len(items)):
+        item, items[number] = items[number], None  # type: ignore[call-overload]
+        where = f"item {number + 1}"
+        try:
+            yield _item_record(item, where, [])
+        except _Skip as skip:
+            yield _bad(where, msgspec.to_builtins(item), str(skip))
 
 
 def shape(data: Any) -> Iterator[Record]:
