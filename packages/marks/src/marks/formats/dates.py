@@ -49,6 +49,8 @@ def parse(value: object) -> dt.datetime | None:
     text = value.strip()
     if not text:
         return None
+    if text.isdigit() and text.isascii():  # the common case: epoch seconds (or ms, µs)
+        return None if int(text) == 0 else from_epoch(int(text))
     if _NUMBER.fullmatch(text):
         return None if float(text) == 0 else from_epoch(float(text))
     try:
