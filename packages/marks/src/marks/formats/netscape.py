@@ -140,17 +140,20 @@ class _Reader:
         self.document = document
         for match in _MARKUP.finditer(document):
             start = match.start()
-            if start > position:
+            if start > position and (self.text is not None or self.description is not None):
                 self.handle_data(document[position:start])
             position = match.end()
             closing, name, attributes = match.groups()
             if name is None:
                 continue  # comment or declaration
             self.position = start
+            name = name.lower()
             if closing:
-                self.handle_endtag(name.lower())
-            else:
-                self.handle_starttag(name.lower(), _attributes(attributes))
+                self.handle_endtag(name)
+            else:  # only links and folders have attributes marks reads
+                self.handle_starttag(
+                    name, _attributes(attributes) if name in ("a", "h3") and attributes else {}
+                )
             if self.records:
                 yield from self.records
                 self.records.clear()
