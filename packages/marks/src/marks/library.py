@@ -447,7 +447,7 @@ class Library:
             self, records, update=update, strict=strict, progress=progress
         )
 
-    def merge_into(self, bookmark_id: int, record: Record, tags: list[str] | None = None) -> None:
+    def merge_into(self, bookmark_id: int, record: Bookmark, tags: list[str] | None = None) -> None:
         """Union of tags; the earliest `added`; the highest visit data; fill empty text.
         The one rule for imports with --update and for `db dedupe`."""
         if tags is None:

@@ -8,10 +8,15 @@ import logging
 import os
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import apsw
 
 from marks import schema, urls
+
+
+def _url_key(*values: Any) -> str:
+    return urls.key(str(values[0]))
 
 
 class StoreError(RuntimeError):
@@ -30,7 +35,7 @@ class Store:
             self.db.execute("PRAGMA foreign_keys = ON")
             self.db.execute("PRAGMA synchronous = NORMAL")  # safe with WAL: commits stay atomic
             # Migrations that recompute url_key call the same normalisation as the library.
-            self.db.create_scalar_function("marks_url_key", urls.key, 1, deterministic=True)
+            self.db.create_scalar_function("marks_url_key", _url_key, 1, deterministic=True)
             self._migrate()
         except apsw.Error as error:
             raise StoreError(f"cannot open {self.path}: {error}") from None
@@ -56,7 +61,7 @@ class Store:
         exists = "SELECT 1 FROM sqlite_schema WHERE name = 'url_key_collisions'"
         if self.db.execute(exists).fetchone() is None:
             return
-        count = self.db.execute("SELECT count(*) FROM url_key_collisions").fetchone()[0]
+        count = self.value("SELECT count(*) FROM url_key_collisions")
         if count:
             logging.getLogger("marks").warning(
                 "marks: %d bookmark(s) are now the same page as an older one (URL keys were "

@@ -51,7 +51,7 @@ def _text(raw: BinaryIO, encoding: str | None) -> io.TextIOWrapper:
         except LookupError:
             raise FormatError(f"unknown encoding {encoding!r}") from None
         return io.TextIOWrapper(raw, encoding=encoding, newline="")
-    buffered = raw if isinstance(raw, io.BufferedReader) else io.BufferedReader(raw)  # type: ignore[arg-type]
+    buffered = raw if isinstance(raw, io.BufferedReader) else io.BufferedReader(raw)  # type: ignore[arg-type,type-var]
     name, _ = charset.bom(buffered.peek(4)[:4])
     name = {"utf-8": "utf-8-sig", "utf-16-le": "utf-16", "utf-16-be": "utf-16"}.get(
         name or "utf-8", name or "utf-8"
@@ -69,14 +69,14 @@ def records(
 ) -> Iterator[Record]:
     """The records of an import file in a format (`auto` detects it)."""
     if fmt == "auto":
-        buffered = raw if isinstance(raw, io.BufferedReader) else io.BufferedReader(raw)  # type: ignore[arg-type]
+        buffered = raw if isinstance(raw, io.BufferedReader) else io.BufferedReader(raw)  # type: ignore[arg-type,type-var]
         fmt, raw = detect(buffered.peek(4096)[:4096]), buffered
     if fmt == "json":
         return jsonfile.read(raw)
     if fmt == "html":
         data = raw.read()
         if encoding is not None:
-            document, found = data.decode(encoding, errors="replace"), []
+            document, found = data.decode(encoding, errors="replace"), list[str]()
         else:
             document, found = charset.decode_html(data)
         del data
