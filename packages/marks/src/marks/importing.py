@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from marks.library import Library
 
 BATCH = 2000
+REBUILD_BELOW = 20_000  # libraries smaller than this get their indexes rebuilt after an import
 _LOOKUP = 500  # url_keys per `IN (...)` lookup
 
 
@@ -106,8 +107,13 @@ class Importer:
         where = getattr(record, "where", "") or f"entry {number}"
         notes = list(getattr(record, "notes", ()) or ())
         try:
-            url, url_notes = urls.clean(record.url)
-            record.url, key, domain = urls.analyse(url)
+            fast = urls.plain(record.url)  # most URLs need no cleaning: one regex says so
+            if fast is not None:
+                record.url, key, domain = fast
+                url_notes: list[str] = []
+            else:
+                url, url_notes = urls.clean(record.url)
+                record.url, key, domain = urls.analyse(url)
         except urls.InvalidURL as error:
             self.report.invalid += 1
             reason = (
@@ -266,13 +272,25 @@ def bulk_load(importer: Importer) -> Iterator[None]:
     transactional), so a failure or crash restores them with everything else.
     """
     store = importer.store
-    names = ("bookmarks_fts_insert", "bookmarks_fts_update", "bookmark_tags_added")
-    saved = [
-        store.value("SELECT sql FROM sqlite_schema WHERE type = 'trigger' AND name = ?", (name,))
-        for name in names
+    dropped = [
+        ("TRIGGER", name)
+        for name in ("bookmarks_fts_insert", "bookmarks_fts_update", "bookmark_tags_added")
     ]
-    for name in names:
-        store.execute(f"DROP TRIGGER {name}")
+    if importer.first_new <= REBUILD_BELOW:
+        # A small library: its secondary indexes are built once at the end (sorted) rather than
+        # grown row by row at random places; url_key's UNIQUE index stays, lookups need it.
+        dropped += [
+            ("INDEX", name)
+            for (name,) in store.execute(
+                "SELECT name FROM sqlite_schema WHERE type = 'index' AND tbl_name IN "
+                "('bookmarks', 'bookmark_tags') AND sql IS NOT NULL"
+            ).fetchall()
+        ]
+    saved = [
+        store.value("SELECT sql FROM sqlite_schema WHERE name = ?", (name,)) for _, name in dropped
+    ]
+    for kind, name in dropped:
+        store.execute(f'DROP {kind} "{name}"')
     yield
     if importer.merged:  # their tag text follows the join table, as the trigger would
         store.db.executemany(

@@ -164,7 +164,9 @@ def _domain(parts) -> str:
 _PLAIN = re.compile(r"(?i)(https?)://([a-z0-9.-]+)(?::([0-9]{1,5}))?([/?#][!#-$&-;=?-\[\]_a-z~]*)?")
 
 
-def _fast(url: str) -> tuple[str, str, str] | None:
+def plain(url: str) -> tuple[str, str, str] | None:
+    """`analyse` for an ordinary http(s) URL that needs nothing but case and port folded;
+    None for any other (then `analyse` decides)."""
     match = _PLAIN.fullmatch(url)
     if match is None:
         return None
@@ -185,7 +187,7 @@ def _fast(url: str) -> tuple[str, str, str] | None:
 def analyse(url: str) -> tuple[str, str, str]:
     """`check`, `key` and `domain` with one parse (imports do this 100,000 times)."""
     url = url.strip()
-    fast = _fast(url)
+    fast = plain(url)
     if fast is not None:
         return fast
     scheme = url.split(":", 1)[0].lower() if ":" in url else ""

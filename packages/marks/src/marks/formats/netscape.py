@@ -47,9 +47,8 @@ _ENDS_LINK = {"dt", "dd", "dl", "h3", "a", "hr", "li", "ul", "ol", "h1", "p"}
 
 def _attributes(text: str) -> dict[str, str | None]:
     found = {}
-    for match in _ATTRIBUTE.finditer(text):
-        name, double, single, bare = match.groups()
-        value = double if double is not None else single if single is not None else bare
+    for name, double, single, bare in _ATTRIBUTE.findall(text):
+        value = double or single or bare  # findall gives "" for the alternatives not taken
         found[name.lower()] = html.unescape(value) if value and "&" in value else value
     return found
 
