@@ -22,7 +22,3 @@ class Record(Bookmark, kw_only=True):
     # What the reader repaired or could not read (reported, never silent).
     notes: list[str] = msgspec.field(default_factory=list)
     undated: bool = False  # the file gave no readable date for it
-
-
-def record_fields(record: Bookmark) -> dict:
-    return {name: getattr(record, name) for name in Bookmark.__struct_fields__}
