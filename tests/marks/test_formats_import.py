@@ -333,3 +333,10 @@ def test_an_import_leaves_indexes_and_triggers_as_they_were(library, tmp_path):
     assert [hit.bookmark.url for hit in library.search("b.example", fts=True)] == [
         "https://b.example/"
     ]
+
+
+def test_bookmark_add_encodes_spaces_like_a_browser(marks):
+    added = marks("-o", "json", "bookmark", "add", "https://sp.example/a b")
+    assert added.code == 0 and json.loads(added.out)[0]["url"] == "https://sp.example/a%20b"
+    refused = marks("bookmark", "add", "not a url")
+    assert refused.code == 1 and "not a URL" in refused.err

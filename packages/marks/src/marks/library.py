@@ -169,7 +169,7 @@ class Library:
         archived: bool = False,
     ) -> Bookmark:
         try:
-            url = urls.check(url)
+            url = urls.check(urls.clean(url)[0])  # spaces encoded, as browsers do
         except urls.InvalidURL as error:
             raise Invalid(str(error)) from None
         with self.store.transaction():
@@ -239,7 +239,7 @@ class Library:
             columns: dict[str, Any] = {}
             if "url" in changes:
                 try:
-                    url = urls.check(changes["url"])
+                    url = urls.check(urls.clean(changes["url"])[0])
                 except urls.InvalidURL as error:
                     raise Invalid(str(error)) from None
                 clash = self.store.value(
