@@ -68,8 +68,6 @@ def check(url: str) -> str:
         raise InvalidURL("empty URL")
     if any(ch in url for ch in "\n\r\t\x00"):
         raise InvalidURL(f"URL contains control characters: {url[:80]!r}")
-    if " " in url:
-        raise InvalidURL(f"URL contains spaces (encode them as %20): {url[:80]}")
     scheme = url.split(":", 1)[0].lower() if ":" in url else ""
     if scheme in NOT_BOOKMARKS:
         raise InvalidURL(f"{scheme}: URLs are not bookmarks")
@@ -77,6 +75,8 @@ def check(url: str) -> str:
         if url.startswith("?") and len(url) > 1:
             raise InvalidURL(f"a relative link ({url[:40]}), as Shaarli writes for notes")
         raise InvalidURL(f"not a URL (scheme {scheme or 'missing'}): {url[:80]}")
+    if " " in url:
+        raise InvalidURL(f"URL contains spaces (encode them as %20): {url[:80]}")
     if scheme in ("http", "https", "ftp"):
         try:
             parts = urlsplit(url)
