@@ -340,3 +340,14 @@ def test_bookmark_add_encodes_spaces_like_a_browser(marks):
     assert added.code == 0 and json.loads(added.out)[0]["url"] == "https://sp.example/a%20b"
     refused = marks("bookmark", "add", "not a url")
     assert refused.code == 1 and "not a URL" in refused.err
+
+
+def test_marks_json_without_a_zone_is_read_as_utc(library, tmp_path):
+    path = write(
+        tmp_path, "n.json", '[{"url": "https://n.example/", "added": "2021-01-01T10:00:00"}]'
+    )
+    report = transfer.import_file(library, "json", path)
+    assert report.added == 1 and report.undated == 0
+    assert library.find_by_url("https://n.example/").added == dt.datetime(
+        2021, 1, 1, 10, tzinfo=UTC
+    )

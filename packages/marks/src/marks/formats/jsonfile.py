@@ -9,6 +9,7 @@ Each item is decoded into a typed struct on its own: a field of the wrong type i
 reported (the bookmark stays), an item without a usable URL is reported and skipped.
 """
 
+import datetime as dt
 import re
 from collections.abc import Iterable, Iterator
 from typing import Any, BinaryIO, TextIO
@@ -347,11 +348,22 @@ EXPECTED = (
 _typed = msgspec.json.Decoder(list[Item], strict=False)
 
 
+class Exported(Record, forbid_unknown_fields=True, kw_only=True):
+    """What `export json` writes, exactly: decoded straight into records (no field unknown)."""
+
+
+_exported = msgspec.json.Decoder(list[Exported])
+
+
 def read(stream: BinaryIO) -> Iterator[Record]:
     raw = stream.read()
     if raw.lstrip()[:1] == b"[":
         # The common case, an array of well-formed items, decoded straight into structs; any
         # item of a wrong type sends the whole file down the item-by-item path below.
+        try:
+            return _exported_items(_exported.decode(raw))
+        except (msgspec.ValidationError, msgspec.DecodeError):
+            pass
         try:
             items = _typed.decode(raw)
         except (msgspec.ValidationError, msgspec.DecodeError):
@@ -364,6 +376,18 @@ def read(stream: BinaryIO) -> Iterator[Record]:
     except msgspec.DecodeError as error:
         raise FormatError(f"not valid JSON: {error}") from None
     return shape(data)
+
+
+def _exported_items(items: list[Exported]) -> Iterator[Record]:
+    for number in range(len(items)):
+        record, items[number] = items[number], None  # type: ignore[call-overload]
+        record.where = f"item {number + 1}"
+        record.undated = record.added is None
+        for name in ("added", "last_visited", "last_checked"):
+            moment = getattr(record, name)
+            if moment is not None and moment.tzinfo is None:  # no zone written: UTC
+                setattr(record, name, moment.replace(tzinfo=dt.UTC))
+        yield record
 
 
 def _typed_items(items: list[Item]) -> Iterator[Record]:
