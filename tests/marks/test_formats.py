@@ -96,6 +96,9 @@ def libraries(draw):
                 added=draw(moment),
                 last_visited=draw(st.none() | moment),
                 visit_count=draw(st.integers(0, 1000)),
+                reachable=draw(st.none() | st.booleans()),
+                last_checked=draw(st.none() | moment),
+                check_result=draw(st.none() | text.filter(bool)),
             )
         )
     return records
@@ -152,6 +155,13 @@ def test_hierarchical_html_round_trip_keeps_tags_dates_titles_descriptions(
             b.last_visited,
         )
         assert sorted(a.tags, key=str.casefold) == sorted(b.tags, key=str.casefold)
+        # marks' own fields travel as attributes browsers ignore (issue 11, item 14)
+        assert (a.starred, a.archived, a.visit_count) == (b.starred, b.archived, b.visit_count)
+        assert (a.reachable, a.last_checked, a.check_result) == (
+            b.reachable,
+            b.last_checked,
+            b.check_result,
+        )
 
 
 @ROUND_TRIP

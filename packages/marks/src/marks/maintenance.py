@@ -4,7 +4,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import apsw
 
-from marks import schema
+from marks import schema, urls
 from marks.library import Library
 from marks.store import Store
 
@@ -13,7 +13,9 @@ TRACKING = ("utm_", "fbclid", "gclid", "mc_cid", "mc_eid", "ref_src", "igshid")
 
 def loose_key(url: str) -> str:
     """What makes two different URLs the same page to a person: http/https, `www.`, a trailing
-    slash and tracking parameters do not matter."""
+    slash, tracking parameters and the fragment (`#page44`, `#!topic/x`) do not matter; nor does
+    what url_key normalises (case, default port, percent-encoding)."""
+    url = urls.key(url)
     parts = urlsplit(url)
     host = (parts.hostname or "").lower().removeprefix("www.")
     query = urlencode(
@@ -38,6 +40,8 @@ def info(library: Library) -> dict:
         "bookmarks": library.count(),
         "tags": store.value("SELECT count(*) FROM tags"),
         "journal_mode": store.value("PRAGMA journal_mode"),
+        # Bookmarks kept apart when a migration found them to be one page (db dedupe merges them).
+        "url_key_collisions": store.value("SELECT count(*) FROM url_key_collisions"),
     }
 
 

@@ -237,6 +237,30 @@ MIGRATIONS: list[str] = [
         WHERE id = OLD.bookmark_id;
     END;
     """,
+    # 6: url_key becomes a real normalisation that keeps the fragment (urls.key, registered on the
+    # connection as marks_url_key). Bookmarks that now share a key are all kept: the oldest takes
+    # the key, the others keep a key no URL can have (it holds a line break) and are listed in
+    # url_key_collisions, which `db info` counts and `db dedupe` offers to merge.
+    """
+    CREATE TEMP TABLE rekey AS SELECT id, marks_url_key(url) AS new_key FROM bookmarks;
+    CREATE INDEX temp.rekey_by_key ON rekey (new_key, id);
+    CREATE TABLE url_key_collisions (
+        bookmark_id INTEGER PRIMARY KEY REFERENCES bookmarks (id) ON DELETE CASCADE,
+        same_as INTEGER NOT NULL,
+        url_key TEXT NOT NULL
+    );
+    INSERT INTO url_key_collisions (bookmark_id, same_as, url_key)
+        SELECT r.id, (SELECT min(o.id) FROM rekey o WHERE o.new_key = r.new_key), r.new_key
+        FROM rekey r WHERE EXISTS (
+            SELECT 1 FROM rekey o WHERE o.new_key = r.new_key AND o.id < r.id);
+    UPDATE bookmarks SET url_key = char(10) || id;
+    UPDATE bookmarks SET url_key = (SELECT new_key FROM rekey WHERE rekey.id = bookmarks.id)
+        WHERE id NOT IN (SELECT bookmark_id FROM url_key_collisions);
+    UPDATE bookmarks SET url_key = (SELECT url_key FROM url_key_collisions c
+            WHERE c.bookmark_id = bookmarks.id) || char(10) || 'collision ' || id
+        WHERE id IN (SELECT bookmark_id FROM url_key_collisions);
+    DROP TABLE temp.rekey;
+    """,
 ]
 
 VERSION = len(MIGRATIONS)

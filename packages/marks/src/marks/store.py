@@ -11,8 +11,12 @@ from typing import Any
 
 import apsw
 
-from marks import schema
+from marks import schema, urls
 from marks.exceptions import MarksError
+
+
+def _url_key(*values: Any) -> str:
+    return urls.key(str(values[0]))
 
 
 class StoreError(MarksError):
@@ -41,6 +45,8 @@ class Store:
             self.db.execute("PRAGMA synchronous = NORMAL")  # safe with WAL: commits stay atomic
             # Tag keys (schema 4) are Unicode case folds, which SQLite's NOCASE (ASCII) is not.
             self.db.create_scalar_function("casefold", _casefold, 1, deterministic=True)
+            # Migrations that recompute url_key call the same normalisation as the library.
+            self.db.create_scalar_function("marks_url_key", _url_key, 1, deterministic=True)
             self._migrate()
         except apsw.Error as error:
             raise StoreError(f"cannot open {self.path}: {error}") from None
@@ -59,6 +65,8 @@ class Store:
             for number in range(version, schema.VERSION):
                 self.db.execute(schema.MIGRATIONS[number])
             self.db.execute(f"PRAGMA user_version = {schema.VERSION}")
+        if version:
+            self._report_collisions()
         if not had_merges and version:  # tags that became one when tag keys were folded
             self.notices += [
                 f"tag {name!r} merged into {kept!r} ({count} bookmark(s)): tags ignore case now"
@@ -71,6 +79,18 @@ class Store:
         return bool(
             self.db.execute("SELECT 1 FROM sqlite_schema WHERE name = ?", (name,)).fetchone()
         )
+
+    def _report_collisions(self) -> None:
+        """Say so when recomputed URL keys made bookmarks the same page (all of them are kept)."""
+        if not self._has_table("url_key_collisions"):
+            return
+        count = self.value("SELECT count(*) FROM url_key_collisions")
+        if count:
+            message = (
+                f"{count} bookmark(s) are now the same page as an older one (URL keys were "
+                "normalised); all are kept: `marks db dedupe` merges them"
+            )
+            self.notices.append(message)  # every front end shows its notices once
 
     @contextlib.contextmanager
     def transaction(self) -> Iterator[apsw.Connection]:

@@ -1,16 +1,17 @@
-"""Import and export: choosing the format, opening the file, and one transaction per import.
+"""Import and export: choosing the format, decoding the file, and one transaction per import.
 
 A reader fails with FormatError (one line) when the file is not its format; since the import is
 one transaction, such a failure -- or a crash, or Ctrl-C -- leaves the library as it was.
 """
 
+import codecs
 import io
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import BinaryIO, TextIO
 
-from marks.formats import FormatError, csvfile, jsonfile, markdown, netscape, text
+from marks.formats import FormatError, Record, charset, csvfile, jsonfile, markdown, netscape, text
 from marks.library import Library
 from marks.wire import ImportReport
 
@@ -27,36 +28,100 @@ def _open(path: str) -> BinaryIO:
         raise FormatError(f"cannot read {path}: {error.strerror}") from None
 
 
+def detect(head: bytes) -> str:
+    """The format of a file from its first bytes: JSON, Netscape HTML, CSV, or plain text."""
+    name, skip = charset.bom(head[:4])
+    sample = head[skip:].decode(name or "utf-8", errors="replace").lstrip()
+    lowered = sample[:4096].lower()
+    if sample[:1] in ("{", "["):
+        return "json"
+    if sample[:1] == "<" or "<!doctype netscape" in lowered or "<dl" in lowered:
+        return "html"
+    first = sample.split("\n", 1)[0]
+    if any(sep in first for sep in (",", ";", "\t")):
+        return "csv"
+    return "text"
+
+
+def _text(raw: BinaryIO, encoding: str | None) -> io.TextIOWrapper:
+    """A text stream for CSV and plain text: `encoding` if given, else a BOM's, else UTF-8."""
+    if encoding is not None:
+        try:
+            codecs.lookup(encoding)
+        except LookupError:
+            raise FormatError(f"unknown encoding {encoding!r}") from None
+        return io.TextIOWrapper(raw, encoding=encoding, newline="")
+    buffered = raw if isinstance(raw, io.BufferedReader) else io.BufferedReader(raw)  # type: ignore[arg-type,type-var]
+    name, _ = charset.bom(buffered.peek(4)[:4])
+    name = {"utf-8": "utf-8-sig", "utf-16-le": "utf-16", "utf-16-be": "utf-16"}.get(
+        name or "utf-8", name or "utf-8"
+    )
+    return io.TextIOWrapper(buffered, encoding=name, newline="")
+
+
+def records(
+    raw: BinaryIO,
+    fmt: str,
+    *,
+    encoding: str | None = None,
+    base_url: str | None = None,
+    warnings: list[str] | None = None,
+) -> Iterator[Record]:
+    """The records of an import file in a format (`auto` detects it)."""
+    if fmt == "auto":
+        buffered = raw if isinstance(raw, io.BufferedReader) else io.BufferedReader(raw)  # type: ignore[arg-type,type-var]
+        fmt, raw = detect(buffered.peek(4096)[:4096]), buffered
+    if fmt == "json":
+        return jsonfile.read(raw)
+    if fmt == "html":
+        data = raw.read()
+        if encoding is not None:
+            document, found = data.decode(encoding, errors="replace"), list[str]()
+        else:
+            document, found = charset.decode_html(data)
+        del data
+        if warnings is not None:
+            warnings.extend(found)
+        return netscape.read(document, base_url=base_url)
+    if fmt in ("csv", "text"):
+        reader = csvfile.read if fmt == "csv" else text.read
+        return reader(_text(raw, encoding))
+    raise FormatError(f"unknown import format {fmt!r} (use {', '.join(IMPORT_FORMATS)})")
+
+
 def import_file(
     library: Library,
     fmt: str,
     path: str,
     *,
     update: bool = False,
+    strict: bool = False,
+    encoding: str | None = None,
+    base_url: str | None = None,
     progress: Callable[[int, int], None] = lambda done, total: None,
 ) -> ImportReport:
     """Import a file; `progress(bytes_read, total_bytes)` is called as records arrive."""
     raw = _open(path)
     total = Path(path).stat().st_size if path != "-" else 0
+    warnings: list[str] = []
     try:
-        if fmt == "json":
-            records = jsonfile.read(raw)
-        else:
-            stream = io.TextIOWrapper(raw, encoding="utf-8-sig", newline="")
-            reader = {"html": netscape.read, "csv": csvfile.read, "text": text.read}[fmt]
-            records = reader(stream)
-        return library.import_records(
-            records,
+        found = records(raw, fmt, encoding=encoding, base_url=base_url, warnings=warnings)
+        report = library.import_records(
+            found,
             update=update,
+            strict=strict,
             progress=lambda _: progress(raw.tell() if raw.seekable() else 0, total),
         )
     except UnicodeDecodeError as error:
         raise FormatError(
-            f"{path} is not UTF-8 text ({error.reason} at byte {error.start})"
+            f"{path} is not {error.encoding.upper()} text ({error.reason} at byte {error.start}); "
+            "name its encoding with --encoding"
         ) from None
     finally:
         if raw is not sys.stdin.buffer:
             raw.close()
+    report.warnings[:0] = warnings
+    return report
 
 
 def export(library: Library, fmt: str, out: TextIO, *, hierarchical: bool = False) -> int:

@@ -1,8 +1,15 @@
-"""URL checks and the normalised key that decides whether two bookmarks are the same page."""
+"""URL checks and the normalised key that decides whether two bookmarks are the same page.
 
-from urllib.parse import SplitResult, urlsplit, urlunsplit
+The key is the URL in RFC 3986 normal form (section 6.2.2) plus what browsers do: lower-case
+scheme and host, the host in IDNA (punycode) form, no default port, `/` for an empty path,
+percent-encoding normalised (unreserved characters decoded, other escapes upper-case, non-ASCII
+encoded as UTF-8). The fragment is kept: `#inbox/A` and `#inbox/B` are two pages, as in browsers.
+"""
 
-DEFAULT_PORTS = {"http": 80, "https": 443, "ftp": 21}
+import re
+from urllib.parse import quote, urlsplit, urlunsplit
+
+DEFAULT_PORTS = {"http": 80, "https": 443, "ftp": 21, "ws": 80, "wss": 443}
 ALLOWED_SCHEMES = {
     "http",
     "https",
@@ -25,10 +32,33 @@ ALLOWED_SCHEMES = {
     "git",
 }
 NOT_BOOKMARKS = {"javascript", "place"}  # bookmarklets and Firefox smart folders
+HIERARCHICAL = {"http", "https", "ftp", "file", "ws", "wss", "sftp", "ssh", "git", "gopher"}
+
+_ESCAPE = re.compile(r"%([0-9A-Fa-f]{2})")
+_UNRESERVED = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~")
+# Everything RFC 3986 allows unescaped in a path, query or fragment, plus `%` (already escaped).
+_SAFE = "!$&'()*+,;=:@/?%-._~"
+_WHITESPACE_INSIDE = re.compile(r"[\t\n\r]")
 
 
 class InvalidURL(ValueError):
     pass
+
+
+def clean(url: str) -> tuple[str, list[str]]:
+    """What a browser's address bar does before parsing: trim, drop tabs and line breaks inside,
+    and percent-encode spaces. Returns the URL and notes on anything changed."""
+    notes: list[str] = []
+    url = url.strip()
+    if url.split(":", 1)[0].lower() not in ALLOWED_SCHEMES:
+        return url, notes  # not a URL to repair: `check` says why
+    if _WHITESPACE_INSIDE.search(url):
+        url = _WHITESPACE_INSIDE.sub("", url)
+        notes.append("tabs or line breaks inside the URL removed")
+    if " " in url:
+        url = url.replace(" ", "%20")
+        notes.append("spaces in the URL percent-encoded as %20")
+    return url, notes
 
 
 def check(url: str) -> str:
@@ -42,22 +72,64 @@ def check(url: str) -> str:
     if scheme in NOT_BOOKMARKS:
         raise InvalidURL(f"{scheme}: URLs are not bookmarks")
     if scheme not in ALLOWED_SCHEMES:
+        if url.startswith("?") and len(url) > 1:
+            raise InvalidURL(f"a relative link ({url[:40]}), as Shaarli writes for notes")
         raise InvalidURL(f"not a URL (scheme {scheme or 'missing'}): {url[:80]}")
-    if scheme in ("http", "https", "ftp") and not urlsplit(url).hostname:
-        raise InvalidURL(f"URL has no host: {url[:80]}")
+    if " " in url:
+        raise InvalidURL(f"URL contains spaces (encode them as %20): {url[:80]}")
+    if scheme in ("http", "https", "ftp"):
+        try:
+            parts = urlsplit(url)
+            host = parts.hostname
+            parts.port  # noqa: B018 -- raises on a port that is not a number
+        except ValueError as error:
+            raise InvalidURL(f"{error}: {url[:80]}") from None
+        if not host:
+            raise InvalidURL(f"URL has no host: {url[:80]}")
     return url
 
 
+def _escapes(text: str) -> str:
+    """RFC 3986 6.2.2.1/6.2.2.2: upper-case escapes, decode the unreserved ones, encode the rest."""
+    if "%" in text:
+        text = _ESCAPE.sub(_one_escape, text)
+    if not text.isascii() or any(ch <= " " or ch in '"<>\\^`{|}' for ch in text):
+        text = quote(text, safe=_SAFE)
+    return text
+
+
+def _one_escape(match: re.Match) -> str:
+    byte = int(match.group(1), 16)
+    return chr(byte) if byte in _UNRESERVED else "%" + match.group(1).upper()
+
+
+def _host(host: str) -> str:
+    host = host.lower()
+    if not host.isascii():
+        try:
+            host = host.encode("idna").decode("ascii")
+        except UnicodeError:
+            host = quote(host, safe="-.")  # not a valid IDN: still one stable spelling
+    return host
+
+
 def key(url: str) -> str:
-    """Lower-case scheme and host, no default port, no fragment, `/` for an empty path."""
-    return _key(urlsplit(url.strip()))
+    """The normalised URL two bookmarks share when they are the same page."""
+    try:
+        return _key(urlsplit(url.strip()))
+    except ValueError:  # unparseable (a broken IPv6 host): the URL is its own key
+        return url.strip()
 
 
-def _key(parts: SplitResult) -> str:
+def _key(parts) -> str:
     scheme = parts.scheme.lower()
+    if scheme not in HIERARCHICAL and not parts.netloc:
+        # mailto:, tel:, urn:, data:, magnet:... only the scheme is case-insensitive.
+        return urlunsplit((scheme, "", parts.path, parts.query, parts.fragment))
     netloc = parts.netloc
-    if parts.hostname is not None:
-        host = parts.hostname.lower()
+    hostname = parts.hostname
+    if hostname is not None:
+        host = _host(hostname)
         if ":" in host:
             host = f"[{host}]"
         try:
@@ -68,26 +140,65 @@ def _key(parts: SplitResult) -> str:
         netloc = (
             userinfo + host + (f":{port}" if port and port != DEFAULT_PORTS.get(scheme) else "")
         )
-    path = parts.path or ("/" if netloc else "")
-    return urlunsplit((scheme, netloc, path, parts.query, ""))
+    path = _escapes(parts.path) or ("/" if netloc else "")
+    query = _escapes(parts.query)
+    fragment = _escapes(parts.fragment)
+    result = f"{scheme}://{netloc}{path}" if netloc or scheme == "file" else f"{scheme}:{path}"
+    if query:
+        result += "?" + query
+    if fragment:
+        result += "#" + fragment
+    return result
 
 
 def domain(url: str) -> str:
     return _domain(urlsplit(url))
 
 
-def _domain(parts: SplitResult) -> str:
+def _domain(parts) -> str:
     return (parts.hostname or "").lower().removeprefix("www.")
+
+
+# The common case, an ordinary http(s) URL, keyed without urlsplit (imports do this 100,000
+# times): a plain host, maybe a port, and a rest with nothing that needs normalising.
+_PLAIN = re.compile(r"(?i)(https?)://([a-z0-9.-]+)(?::([0-9]{1,5}))?([/?#][!#-$&-;=?-\[\]_a-z~]*)?")
+
+
+def plain(url: str) -> tuple[str, str, str] | None:
+    """`analyse` for an ordinary http(s) URL that needs nothing but case and port folded;
+    None for any other (then `analyse` decides)."""
+    match = _PLAIN.fullmatch(url)
+    if match is None:
+        return None
+    scheme, host, port, rest = match.groups()
+    scheme, host = scheme.lower(), host.lower()
+    if not host.strip(".") or (port and int(port) > 65535):
+        return None
+    if port and int(port) in (0, DEFAULT_PORTS[scheme]):
+        port = None
+    if not rest or rest[0] != "/":
+        rest = "/" + (rest or "")
+    if rest.endswith(("#", "?")) or "?#" in rest:
+        return None  # empty query or fragment: let urlsplit decide
+    netloc = f"{host}:{int(port)}" if port else host
+    return url, f"{scheme}://{netloc}{rest}", host.removeprefix("www.")
 
 
 def analyse(url: str) -> tuple[str, str, str]:
     """`check`, `key` and `domain` with one parse (imports do this 100,000 times)."""
     url = url.strip()
+    fast = plain(url)
+    if fast is not None:
+        return fast
     scheme = url.split(":", 1)[0].lower() if ":" in url else ""
-    if scheme in ("http", "https") and not any(ch in url for ch in "\n\r\t\x00"):
+    if scheme in ("http", "https") and not any(ch in url for ch in "\n\r\t\x00 "):
         parts = urlsplit(url)  # the common case, checked from the same parse
-        if parts.hostname:
-            return url, _key(parts), _domain(parts)
+        try:
+            if parts.hostname:
+                parts.port  # noqa: B018
+                return url, _key(parts), _domain(parts)
+        except ValueError:
+            pass
     url = check(url)
     parts = urlsplit(url)
     return url, _key(parts), _domain(parts)

@@ -28,7 +28,10 @@ class ImportReport(msgspec.Struct):
     updated: int = 0
     skipped: int = 0
     invalid: int = 0
-    problems: list[str] = []  # one line per invalid or skipped entry, for --verbose
+    repaired: int = 0  # kept after a repair (a bad field dropped, spaces encoded...)
+    undated: int = 0  # entries whose file gave no readable date: the import time was used
+    problems: list[str] = []  # one line per invalid, skipped, merged or repaired entry (--verbose)
+    warnings: list[str] = []  # about the whole file (its charset), always shown
 
 
 class TagCount(msgspec.Struct):

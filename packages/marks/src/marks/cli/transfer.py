@@ -11,13 +11,22 @@ from marks.cli import Group, global_options, state
 from marks.cli import output as show
 
 
-@click.group(name="import", cls=Group)
+class ImportGroup(Group):
+    """`marks import FORMAT FILE`, or `marks import FILE` to detect the format from the file."""
+
+    def resolve_command(self, ctx: click.Context, args: list[str]):
+        if args and args[0] not in self.commands and not args[0].startswith("-"):
+            return "auto", self.commands["auto"], args
+        return super().resolve_command(ctx, args)
+
+
+@click.group(name="import", cls=ImportGroup)
 @global_options
 def import_() -> None:
-    """Import bookmarks from files (all or nothing)."""
+    """Import bookmarks from files (all or nothing): `marks import FILE` detects the format."""
 
 
-def _run_import(fmt: str, path: str, update: bool, verbose: bool) -> None:
+def _run_import(fmt: str, path: str, verbose: bool, **options) -> None:
     from marks.transfer import import_file
 
     s = state()
@@ -34,7 +43,9 @@ def _run_import(fmt: str, path: str, update: bool, verbose: bool) -> None:
             position[0] = done
 
     with bar if bar is not None else contextlib.nullcontext():
-        report = import_file(s.library, fmt, path, update=update, progress=progress)
+        report = import_file(s.library, fmt, path, progress=progress, **options)
+    for warning in report.warnings:
+        click.echo(f"warning: {warning}", err=True)
     if s.format == "json":
         show.emit_json(report)
     else:
@@ -43,30 +54,59 @@ def _run_import(fmt: str, path: str, update: bool, verbose: bool) -> None:
             f"invalid {report.invalid}",
             err=True,
         )
+        if report.repaired:
+            click.echo(f"{report.repaired} repaired (--verbose lists them)", err=True)
+        if report.undated:
+            click.echo(f"{report.undated} without a date: import time used", err=True)
     if verbose:
         for line in report.problems:
             click.echo(f"  {line}", err=True)
 
 
-def _import_command(fmt: str, summary: str) -> click.Command:
-    @import_.command(name=fmt, help=summary)
+def _import_command(fmt: str, summary: str, *, hidden: bool = False):
     @click.argument("path", type=click.Path(dir_okay=False, allow_dash=True))
     @click.option(
         "--update",
         is_flag=True,
         help="Merge into bookmarks that exist (tags, earliest added, most visits).",
     )
-    @click.option("--verbose", "-v", is_flag=True, help="List skipped and invalid entries.")
-    def command(path: str, update: bool, verbose: bool) -> None:
-        _run_import(fmt, path, update, verbose)
+    @click.option(
+        "--strict",
+        is_flag=True,
+        help="Refuse the whole file if any entry is invalid or needs a repair.",
+    )
+    @click.option(
+        "--verbose", "-v", is_flag=True, help="List every skipped, merged and invalid entry."
+    )
+    def command(path: str, verbose: bool, **options) -> None:
+        _run_import(fmt, path, verbose, **options)
 
-    return command
+    if fmt in ("html", "auto"):
+        command = click.option(
+            "--base-url",
+            metavar="URL",
+            help="Resolve relative links (Shaarli notes, `?abc123`) against this address.",
+        )(command)
+    if fmt in ("html", "csv", "text", "auto"):
+        command = click.option(
+            "--encoding",
+            metavar="NAME",
+            help="The file's character set (default: its BOM or declaration, else UTF-8).",
+        )(command)
+    return import_.command(name=fmt, help=summary, hidden=hidden)(command)
 
 
-_import_command("html", "A browser's exported HTML (Netscape format); folders become tags.")
-_import_command("json", "A JSON array of bookmarks (as `export json` writes).")
-_import_command("csv", "CSV with a header row (url, title, tags, ... in common spellings).")
+_import_command(
+    "html",
+    "A Netscape bookmark file (browsers, Pocket, Delicious, Pinboard, Shaarli, linkding...).",
+)
+_import_command(
+    "json",
+    "JSON: marks' export, Chrome's Bookmarks, Firefox backups, Pinboard, Omnivore, linkding.",
+)
+_import_command("csv", "CSV (marks, Pocket, Instapaper, Raindrop...), or one URL per row.")
 _import_command("text", "Plain text, one URL per line.")
+_import_command("auto", "Detect the format from the file's content.", hidden=True)
 
 
 @click.group(cls=Group)
@@ -75,7 +115,7 @@ def export() -> None:
     """Export every bookmark to a file or stdout."""
 
 
-def _write(fmt: str, target: str | None, **options: bool) -> None:
+def _write(fmt: str, target: str | None, **options) -> None:
     from marks.transfer import export as run_export
 
     library = state().library
@@ -95,8 +135,8 @@ def _write(fmt: str, target: str | None, **options: bool) -> None:
     click.echo(f"exported {count} bookmark(s)", err=True)
 
 
-def _export_command(fmt: str, summary: str, hierarchical: bool = False) -> None:
-    def command(output_file: str | None, **options: bool) -> None:
+def _export_command(fmt: str, summary: str, hierarchical: bool = False):
+    def command(output_file: str | None, **options) -> None:
         _write(fmt, output_file, **options)
 
     command = click.option(

@@ -1,13 +1,17 @@
-"""CSV with a header row: export writes our columns; import maps other tools' header names."""
+"""CSV: export writes our columns; import maps the columns other producers write.
+
+Import recognises a header by its column names (marks, Pocket, Instapaper, Raindrop, and common
+spellings), sniffs `,`, `;`, tab or `|` as the delimiter, and takes a file without a header row
+when a cell of its first row is a URL (the URL column is then the one holding URLs).
+"""
 
 import csv
-import datetime as dt
+import io
 from collections.abc import Iterable, Iterator
 from typing import TextIO
 
 from marks import clock
-from marks.formats import FormatError
-from marks.library import Record
+from marks.formats import FormatError, Record, dates
 from marks.wire import Bookmark
 
 COLUMNS = [
@@ -24,15 +28,45 @@ COLUMNS = [
 ALIASES = {
     "url": ("url", "href", "link", "uri", "address"),
     "title": ("title", "name"),
-    "description": ("description", "desc", "notes", "note", "excerpt", "extended", "comment"),
-    "tags": ("tags", "tag", "labels", "keywords", "folder", "folders"),
-    "starred": ("starred", "stars", "favorite", "favourite"),
-    "archived": ("archived",),
-    "added": ("added", "created", "created_at", "date_added", "add_date", "time", "date"),
+    "description": (
+        "description",
+        "desc",
+        "notes",
+        "note",
+        "selection",
+        "excerpt",
+        "extended",
+        "comment",
+    ),
+    "tags": ("tags", "tag", "labels", "keywords"),
+    "folder": ("folder", "folders", "collection"),
+    "starred": ("starred", "stars", "favorite", "favourite", "important"),
+    "archived": ("archived", "is_archived"),
+    "status": ("status", "state"),
+    "added": (
+        "added",
+        "created",
+        "created_at",
+        "date_added",
+        "add_date",
+        "time_added",
+        "timestamp",
+        "time",
+        "date",
+        "saved_at",
+    ),
     "last_visited": ("last_visited", "last_visit", "visited"),
     "visit_count": ("visit_count", "visits"),
 }
 TRUE = {"1", "true", "yes", "y", "x", "*"}
+# Folder names that are states, not tags: Instapaper's and Raindrop's own folders.
+FOLDER_FLAGS = {
+    "unread": {},
+    "starred": {"starred": True},
+    "archive": {"archived": True},
+    "archived": {"archived": True},
+    "unsorted": {},
+}
 
 
 def write(bookmarks: Iterable[Bookmark], out: TextIO) -> int:
@@ -57,52 +91,105 @@ def write(bookmarks: Iterable[Bookmark], out: TextIO) -> int:
     return count
 
 
-def _time(text: str) -> dt.datetime | None:
-    if not text:
-        return None
-    try:
-        return clock.parse_user_date(text)
-    except ValueError:
-        return clock.from_epoch(text)
+def _looks_like_url(cell: str) -> bool:
+    cell = cell.strip().lower()
+    return "://" in cell[:12] or cell.startswith(("mailto:", "www."))
+
+
+def _delimiter(sample: str) -> str:
+    """The separator of the first row: `,` unless `;`, tab or `|` is more frequent there (the
+    quoting stays RFC 4180's: csv.Sniffer guesses quote characters wrong on real files)."""
+    first = sample.split("\n", 1)[0]
+    counts = {sep: first.count(sep) for sep in (",", ";", "\t", "|")}
+    best = max(counts, key=lambda sep: counts[sep])
+    return best if counts[best] > counts[","] else ","
 
 
 def read(stream: TextIO) -> Iterator[Record]:
-    reader = csv.reader(stream)
+    sample = stream.read(16384)
+    sample += stream.readline()  # end on a line boundary
+    rest = stream
+    text = io.StringIO(sample)
+    reader = csv.reader(_chain(text, rest), delimiter=_delimiter(sample))
     try:
-        header = next(reader)
+        first = next(reader)
     except StopIteration:
         return
     except csv.Error as error:
         raise FormatError(f"not valid CSV: {error}") from None
-    names = [name.strip().lower() for name in header]
-    columns = {}
+    names = [name.strip().lstrip("\ufeff").lower().replace(" ", "_") for name in first]
+    columns: dict[str, int] = {}
     for field, aliases in ALIASES.items():
         for alias in aliases:
             if alias in names:
                 columns[field] = names.index(alias)
                 break
+    # Raindrop writes both `note` and `excerpt`: the first that is filled describes the bookmark.
+    descriptions = [names.index(alias) for alias in ALIASES["description"] if alias in names]
+    rows: Iterable[list[str]] = reader
     if "url" not in columns:
-        raise FormatError(f"no URL column in the header ({', '.join(header)[:120]})")
+        found = [index for index, cell in enumerate(first) if _looks_like_url(cell)]
+        if not found:
+            shown = ", ".join(first)[:120]
+            raise FormatError(f"no URL column in the header and no URL in the first row ({shown})")
+        columns = {"url": found[0]}  # no header: one URL per row, maybe with other cells
+        descriptions = []
+        rows = _prepend(first, reader)
+        start = 1
+    else:
+        start = 2
+    pocket = "time_added" in names  # Pocket separates tags with `|`
 
     def cell(row: list[str], field: str) -> str:
         index = columns.get(field)
         return row[index].strip() if index is not None and index < len(row) else ""
 
+    line = start - 1
     try:
-        for row in reader:
+        for row in rows:
+            line = reader.line_num
             if not any(value.strip() for value in row):
                 continue
+            notes: list[str] = []
+            raw_tags = cell(row, "tags")
+            tags = [tag for tag in raw_tags.split("|" if pocket else ",") if tag.strip()]
+            flags: dict[str, bool] = {}
+            folder = cell(row, "folder")
+            if folder:
+                if folder.casefold() in FOLDER_FLAGS:
+                    flags = FOLDER_FLAGS[folder.casefold()]
+                else:
+                    tags.append(folder)
+            status = cell(row, "status").lower()
             visits = cell(row, "visit_count")
+            added = dates.parse_into(cell(row, "added"), notes, "date")
             yield Record(
                 url=cell(row, "url"),
                 title=cell(row, "title"),
-                description=cell(row, "description"),
-                tags=[tag for tag in cell(row, "tags").split(",") if tag.strip()],
-                starred=cell(row, "starred").lower() in TRUE,
-                archived=cell(row, "archived").lower() in TRUE,
-                added=_time(cell(row, "added")),
-                last_visited=_time(cell(row, "last_visited")),
+                description=next(
+                    (row[i].strip() for i in descriptions if i < len(row) and row[i].strip()), ""
+                ),
+                tags=tags,
+                starred=cell(row, "starred").lower() in TRUE or flags.get("starred", False),
+                archived=cell(row, "archived").lower() in TRUE
+                or status in ("archive", "archived")
+                or flags.get("archived", False),
+                added=added,
+                last_visited=dates.parse_into(cell(row, "last_visited"), notes, "last_visited"),
                 visit_count=int(visits) if visits.isdigit() else 0,
+                where=f"line {line}",
+                notes=notes,
+                undated=added is None,
             )
     except csv.Error as error:
         raise FormatError(f"not valid CSV (line {reader.line_num}): {error}") from None
+
+
+def _chain(first: TextIO, rest: TextIO) -> Iterator[str]:
+    yield from first
+    yield from rest
+
+
+def _prepend(row: list[str], rows: Iterator[list[str]]) -> Iterator[list[str]]:
+    yield row
+    yield from rows

@@ -1,18 +1,88 @@
-"""JSON: an array of bookmark objects with every field (what `export json` writes), read back
-losslessly. Objects from other tools are accepted when they have at least a `url` (or `href`)."""
+"""JSON: what `export json` writes (read back losslessly) and the JSON other producers write.
+
+Shapes recognised: an array of bookmark objects (marks; Pinboard's `href`/`description`/
+`extended`/`toread`/`shared`; Omnivore's `savedAt`/`labels`/`state`; linkding's `tag_names`/
+`is_archived`/`unread`), an object holding such an array (`bookmarks`, `items`, `results`), a
+Chrome `Bookmarks` file (`roots`) and a Firefox `bookmarks-*.json` backup (nested `children`).
+
+Each item is decoded into a typed struct on its own: a field of the wrong type is dropped and
+reported (the bookmark stays), an item without a usable URL is reported and skipped.
+"""
 
 import datetime as dt
+import re
 from collections.abc import Iterable, Iterator
-from typing import BinaryIO, TextIO
+from typing import Any, BinaryIO, TextIO
 
 import msgspec
 
-from marks import clock
-from marks.formats import FormatError
-from marks.library import Record
+from marks.formats import FormatError, Record, dates
+from marks.formats.netscape import PRIVATE_TAG, TOREAD_TAG
 from marks.wire import Bookmark
 
 _encoder = msgspec.json.Encoder()
+
+Scalar = str | int | float | bool | None
+
+
+class Item(msgspec.Struct, forbid_unknown_fields=False):
+    """Every field name the producers above use, each with the types they write."""
+
+    url: str | None = None
+    href: str | None = None
+    title: str | None = None
+    name: str | None = None
+    website_title: str | None = None
+    description: str | None = None
+    extended: str | None = None
+    notes: str | None = None
+    note: str | None = None
+    excerpt: str | None = None
+    tags: list[str] | str | None = None
+    tag_names: list[str] | None = None
+    labels: list[str | dict[str, Any]] | None = None
+    folder: str | None = None
+    starred: Scalar = None
+    favorite: Scalar = None
+    archived: Scalar = None
+    is_archived: Scalar = None
+    isArchived: Scalar = None  # Omnivore
+    state: str | None = None
+    toread: Scalar = None
+    unread: Scalar = None
+    shared: Scalar = None
+    hash: str | None = None
+    added: Scalar = None
+    time: Scalar = None
+    created: Scalar = None
+    date_added: Scalar = None
+    savedAt: Scalar = None
+    time_added: Scalar = None
+    last_visited: Scalar = None
+    visit_count: int | None = None
+    reachable: bool | None = None
+    last_checked: Scalar = None
+    check_result: str | None = None
+
+
+class ChromeNode(msgspec.Struct):
+    type: str = ""
+    name: str = ""
+    url: str | None = None
+    date_added: str | int | None = None
+    date_last_used: str | int | None = None
+    children: list[Any] = []
+
+
+class FirefoxNode(msgspec.Struct):
+    type: str = ""
+    title: str = ""
+    uri: str | None = None
+    root: str | None = None
+    dateAdded: int | float | None = None  # microseconds since 1970
+    tags: str | None = None
+    annos: list[Any] = []
+    children: list[Any] = []
 
 
 def write(bookmarks: Iterable[Bookmark], out: TextIO) -> int:
@@ -26,51 +96,322 @@ def write(bookmarks: Iterable[Bookmark], out: TextIO) -> int:
     return count
 
 
-def _tags(value: object) -> list[str]:
-    if isinstance(value, str):
-        return [tag for tag in value.split(",") if tag.strip()]
-    if isinstance(value, list):
-        return [str(tag) for tag in value]
-    return []
+# --- reading -------------------------------------------------------------------------------------
+
+_AT = re.compile(r"at `\$\.?([A-Za-z_][A-Za-z0-9_]*)")
+TRUE = {"1", "true", "yes", "y", "on", "x", "*"}
+FALSE = {"0", "false", "no", "n", "off", ""}
 
 
-def _time(value: object) -> dt.datetime | None:
+def _flag(value: Scalar, notes: list[str], name: str) -> bool:
+    if value is None or isinstance(value, bool):
+        return bool(value)
     if isinstance(value, int | float):
-        return clock.from_epoch(value)
-    if isinstance(value, str) and value:
+        return value != 0
+    text = value.strip().lower()
+    if text in TRUE or text in FALSE:
+        return text in TRUE
+    notes.append(f"{name}: {value[:20]!r} is not yes or no, read as no")
+    return False
+
+
+def _convert(raw: Any, kind: type, where: str) -> tuple[Any, list[str]]:
+    """The item as a typed struct; fields of a wrong type are dropped and noted."""
+    notes: list[str] = []
+    if not isinstance(raw, dict):
+        raise _Skip(f"not an object but {_kind(raw)}")
+    data = dict(raw)
+    for _ in range(len(data) + 1):
         try:
-            return clock.parse_user_date(value)
-        except ValueError:
-            return clock.from_epoch(value)
-    return None
+            return msgspec.convert(data, kind, strict=False), notes
+        except msgspec.ValidationError as error:
+            match = _AT.search(str(error))
+            field = match.group(1) if match else None
+            if field is None or field not in data or field in ("url", "href", "uri"):
+                raise _Skip(str(error)) from None
+            notes.append(f"{field}: {str(error).split(' - at ')[0]}; ignored")
+            del data[field]
+    raise _Skip("unreadable item")
+
+
+class _Skip(Exception):
+    pass
+
+
+def _tags(value: list[str] | str | None, separator: str = ",") -> list[str]:
+    if value is None:
+        return []
+    if isinstance(value, str):  # a separated string: empty pieces are spacing, not tags
+        pieces = value.split(separator if separator != " " else None)
+        return [piece for piece in pieces if piece.strip()]
+    return list(value)
+
+
+def _label_names(labels: list[str | dict[str, Any]] | None) -> list[str]:
+    names = []
+    for label in labels or []:
+        name = label if isinstance(label, str) else label.get("name")
+        if isinstance(name, str):
+            names.append(name)
+    return names
+
+
+def _item_record(item: Item, where: str, notes: list[str]) -> Record:
+    pinboard = item.url is None and item.href is not None
+    url = item.url if item.url is not None else item.href
+    if url is None:
+        raise _Skip("no url")
+    tags = _tags(item.tags, " " if pinboard else ",")
+    tags += item.tag_names or []
+    tags += _label_names(item.labels)
+    if item.folder:
+        tags.append(item.folder)
+    if pinboard:
+        title, description = item.description or "", item.extended or ""
+        if _flag(item.shared, notes, "shared") is False and item.shared is not None:
+            tags.append(PRIVATE_TAG)
+    else:
+        title = item.title or item.name or item.website_title or ""
+        description = item.description or item.extended or item.notes or item.note or ""
+        description = description or item.excerpt or ""
+    if _flag(item.toread, notes, "toread") or _flag(item.unread, notes, "unread"):
+        tags.append(TOREAD_TAG)
+    raw_added = next(
+        (
+            value
+            for value in (
+                item.added,
+                item.time,
+                item.created,
+                item.date_added,
+                item.savedAt,
+                item.time_added,
+            )
+            if value not in (None, "")
+        ),
+        None,
+    )
+    added = dates.parse_into(raw_added, notes, "date")
+    archived = (
+        any(
+            _flag(value, notes, "archived")
+            for value in (item.archived, item.is_archived, item.isArchived)
+        )
+        or (item.state or "").lower() == "archived"
+    )
+    return Record(
+        url=url,
+        title=title,
+        description=description,
+        tags=tags,
+        starred=_flag(item.starred, notes, "starred") or _flag(item.favorite, notes, "favorite"),
+        archived=archived,
+        added=added,
+        last_visited=dates.parse_into(item.last_visited, notes, "last_visited"),
+        visit_count=item.visit_count or 0,
+        reachable=item.reachable,
+        last_checked=dates.parse_into(item.last_checked, notes, "last_checked"),
+        check_result=item.check_result,
+        where=where,
+        notes=notes,
+        undated=added is None,
+    )
+
+
+def _bad(where: str, raw: Any, reason: str) -> Record:
+    """An item that cannot be read: an invalid record, so the library reports it by position."""
+    url = raw.get("url", raw.get("href", raw.get("uri"))) if isinstance(raw, dict) else None
+    title = raw.get("title", raw.get("name")) if isinstance(raw, dict) else None
+    return Record(
+        url="",
+        title=title if isinstance(title, str) else "",
+        where=where,
+        notes=[f"unreadable item ({reason})" + (f": {url}" if isinstance(url, str) else "")],
+    )
+
+
+def _items(data: list[Any]) -> Iterator[Record]:
+    for number, raw in enumerate(data, 1):
+        where = f"item {number}"
+        try:
+            item, notes = _convert(raw, Item, where)
+            yield _item_record(item, where, notes)
+        except _Skip as skip:
+            yield _bad(where, raw, str(skip))
+
+
+def _chrome(data: dict) -> Iterator[Record]:
+    counter = [0]
+
+    def walk(raw: Any, path: list[str]) -> Iterator[Record]:
+        counter[0] += 1
+        where = f"item {counter[0]}"
+        try:
+            node, notes = _convert(raw, ChromeNode, where)
+        except _Skip as skip:
+            yield _bad(where, raw, str(skip))
+            return
+        if node.type == "folder":
+            for child in node.children:
+                yield from walk(child, [*path, node.name.strip()] if node.name.strip() else path)
+            return
+        if node.type != "url":
+            return
+        try:
+            added = dates.from_chrome(node.date_added) if node.date_added else None
+            used = dates.from_chrome(node.date_last_used) if node.date_last_used else None
+        except ValueError as error:
+            notes.append(f"date: {error}")
+            added = used = None
+        yield Record(
+            url=node.url or "",
+            title=node.name,
+            tags=["/".join(_folder(p) for p in path)] if path else [],
+            added=added,
+            last_visited=used,
+            visit_count=int(used is not None),
+            where=where,
+            notes=notes,
+            undated=added is None,
+        )
+
+    top = data.get("roots")
+    if not isinstance(top, dict):
+        raise FormatError("a Chrome Bookmarks file needs a `roots` object")
+    for root in top.values():  # bookmark_bar, other, synced: the roots, whatever language
+        if isinstance(root, dict) and isinstance(root.get("children"), list):
+            for child in root["children"]:
+                yield from walk(child, [])
+
+
+def _folder(name: str) -> str:
+    from marks import tagnames
+
+    return tagnames.from_folder(name)
+
+
+def _firefox(data: dict) -> Iterator[Record]:
+    counter = [0]
+
+    def walk(raw: Any, path: list[str]) -> Iterator[Record]:
+        counter[0] += 1
+        where = f"item {counter[0]}"
+        try:
+            node, notes = _convert(raw, FirefoxNode, where)
+        except _Skip as skip:
+            yield _bad(where, raw, str(skip))
+            return
+        if node.type == "text/x-moz-place-container":
+            # The `root` property marks Firefox's own folders (menu, toolbar, other, mobile).
+            inner = path if node.root or not node.title.strip() else [*path, node.title.strip()]
+            for child in node.children:
+                yield from walk(child, inner)
+            return
+        if node.type != "text/x-moz-place" or node.uri is None:
+            return
+        added = dates.parse_into(node.dateAdded, notes, "dateAdded")
+        description = ""
+        for anno in node.annos:
+            if isinstance(anno, dict) and anno.get("name") == "bookmarkProperties/description":
+                description = str(anno.get("value") or "")
+        tags = ["/".join(_folder(p) for p in path)] if path else []
+        yield Record(
+            url=node.uri,
+            title=node.title,
+            description=description,
+            tags=tags + [tag for tag in (node.tags or "").split(",") if tag.strip()],
+            added=added,
+            where=where,
+            notes=notes,
+            undated=added is None,
+        )
+
+    yield from walk(data, [])
+
+
+def _kind(value: Any) -> str:
+    if isinstance(value, dict):
+        keys = ", ".join(list(value)[:8])
+        return f"an object with keys {keys}" if keys else "an empty object"
+    if isinstance(value, list):
+        return "an array"
+    return {str: "a string", bool: "a boolean", type(None): "null"}.get(type(value), "a number")
+
+
+EXPECTED = (
+    "expected a JSON array of bookmark objects (with `url` or `href`), an object holding one "
+    "(`bookmarks`, `items`, `results`), a Chrome Bookmarks file (`roots`) or a Firefox backup "
+    "(`type: text/x-moz-place-container`)"
+)
+
+
+_typed = msgspec.json.Decoder(list[Item], strict=False)
+
+
+class Exported(Record, forbid_unknown_fields=True, kw_only=True):
+    """What `export json` writes, exactly: decoded straight into records (no field unknown)."""
+
+
+_exported = msgspec.json.Decoder(list[Exported])
 
 
 def read(stream: BinaryIO) -> Iterator[Record]:
+    raw = stream.read()
+    if raw.lstrip()[:1] == b"[":
+        # The common case, an array of well-formed items, decoded straight into structs; any
+        # item of a wrong type sends the whole file down the item-by-item path below.
+        try:
+            return _exported_items(_exported.decode(raw))
+        except (msgspec.ValidationError, msgspec.DecodeError):
+            pass
+        try:
+            items = _typed.decode(raw)
+        except (msgspec.ValidationError, msgspec.DecodeError):
+            pass
+        else:
+            del raw
+            return _typed_items(items)
     try:
-        data = msgspec.json.decode(stream.read())
+        data = msgspec.json.decode(raw)
     except msgspec.DecodeError as error:
         raise FormatError(f"not valid JSON: {error}") from None
+    return shape(data)
+
+
+def _exported_items(items: list[Exported]) -> Iterator[Record]:
+    for number in range(len(items)):
+        record, items[number] = items[number], None  # type: ignore[call-overload]
+        record.where = f"item {number + 1}"
+        record.undated = record.added is None
+        for name in ("added", "last_visited", "last_checked"):
+            moment = getattr(record, name)
+            if moment is not None and moment.tzinfo is None:  # no zone written: UTC
+                setattr(record, name, moment.replace(tzinfo=dt.UTC))
+        yield record
+
+
+def _typed_items(items: list[Item]) -> Iterator[Record]:
+    for number in range(len(items)):
+        item, items[number] = items[number], None  # type: ignore[call-overload]
+        where = f"item {number + 1}"
+        try:
+            yield _item_record(item, where, [])
+        except _Skip as skip:
+            yield _bad(where, msgspec.to_builtins(item), str(skip))
+
+
+def shape(data: Any) -> Iterator[Record]:
+    """The reader for the document's shape, or FormatError saying what was expected and found."""
+    if isinstance(data, list):
+        return _items(data)
     if isinstance(data, dict):
-        data = data.get("bookmarks", data.get("items"))
-    if not isinstance(data, list):
-        raise FormatError("expected a JSON array of bookmark objects")
-    for number, item in enumerate(data, 1):
-        url = item.get("url", item.get("href")) if isinstance(item, dict) else None
-        if not isinstance(url, str):
-            raise FormatError(f"item {number} is not a bookmark object with a url")
-        yield Record(
-            url=url,
-            title=str(item.get("title") or item.get("name") or ""),
-            description=str(item.get("description") or item.get("extended") or ""),
-            tags=_tags(item.get("tags")),
-            starred=bool(item.get("starred", False)),
-            archived=bool(item.get("archived", False)),
-            added=_time(item.get("added", item.get("time"))),
-            last_visited=_time(item.get("last_visited")),
-            visit_count=int(item.get("visit_count") or 0),
-            reachable=item.get("reachable") if isinstance(item.get("reachable"), bool) else None,
-            last_checked=_time(item.get("last_checked")),
-            check_result=item.get("check_result")
-            if isinstance(item.get("check_result"), str)
-            else None,
-        )
+        if isinstance(data.get("roots"), dict):
+            return _chrome(data)
+        if data.get("type") == "text/x-moz-place-container" or (
+            data.get("root") and isinstance(data.get("children"), list)
+        ):
+            return _firefox(data)
+        for key in ("bookmarks", "items", "results", "data"):
+            if isinstance(data.get(key), list):
+                return _items(data[key])
+    raise FormatError(f"{EXPECTED}; found {_kind(data)}")

@@ -1,38 +1,36 @@
 """The Netscape bookmark file (what every browser exports as HTML), read and written.
 
 Reading is one pass of a compiled regular expression over the file, which tolerates what
-browsers write (unclosed `<DT>` and `<p>`, upper-case tags, entities, comments), so time is
+browsers write (unclosed `<DT>`, `<p>` and `<A>`, upper-case tags, entities, comments), so time is
 linear in the file whatever the folder shape (and three times faster than html.parser).
-Folders become hierarchical tags (`Folder/Sub`); the browsers' own root folders ("Bookmarks
-bar", "Other bookmarks", ...) are dropped; `TAGS`, `ADD_DATE`, `LAST_VISIT` and `<DD>`
-descriptions are kept.
+Folders become hierarchical tags (`Folder/Sub`); the browsers' own root folders are dropped (the
+rule is in `roots`); a `<DD>` describes the bookmark right before it (after a folder it describes
+the folder, and marks keeps no folder descriptions). Attributes other producers write are kept:
+`TAGS`, `ADD_DATE` (Pocket: `TIME_ADDED`), `LAST_VISIT`, `PRIVATE`/`TOREAD` (Delicious, Pinboard,
+linkding, Shaarli: the tags `private` and `toread`), Pocket's and Instapaper's sections (`<H1>Read
+Archive</H1>`, `Starred`), and the fields marks itself writes (`STARRED`, `ARCHIVED`,
+`VISIT_COUNT`, `LAST_CHECKED`, `REACHABLE`, `CHECK_RESULT`).
 """
 
 import html
 import re
 from collections.abc import Iterable, Iterator
 from typing import TextIO
+from urllib.parse import urljoin
 
-from marks import clock, tagnames
-from marks.formats import FormatError
-from marks.library import Record
+from marks import tagnames
+from marks.formats import FormatError, Record, dates, roots
 from marks.wire import Bookmark
 
-ROOT_FOLDERS = {
-    "bookmarks bar",
-    "bookmarks toolbar",
-    "bookmarks menu",
-    "other bookmarks",
-    "mobile bookmarks",
-    "favorites bar",
-    "favourites bar",
-    "favorites",
-    "other favorites",
-    "unsorted bookmarks",
-    "personal toolbar folder",
-    "synced bookmarks",
+PRIVATE_TAG = "private"
+TOREAD_TAG = "toread"
+# Section headings (<H1>) of Pocket's and Instapaper's exports and what they mean.
+SECTIONS = {
+    "unread": {},
+    "read archive": {"archived": True},
+    "archive": {"archived": True},
+    "starred": {"starred": True},
 }
-ROOT_MARKERS = ("personal_toolbar_folder", "unfiled_bookmarks_folder")
 
 
 # A comment, a declaration, or a tag whose attribute values may hold `>` inside quotes.
@@ -42,49 +40,74 @@ _MARKUP = re.compile(
 _ATTRIBUTE = re.compile(
     r"""([A-Za-z_:][-A-Za-z0-9_:.]*)(?:\s*=\s*(?:"([^"]*)"|'([^']*)'|([^\s"'>]+)))?"""
 )
+_TRUE = {"1", "true", "yes", "on"}
+# Tags that end an <A> its producer never closed (and a <DD> that is being collected).
+_ENDS_LINK = {"dt", "dd", "dl", "h3", "a", "hr", "li", "ul", "ol", "h1", "p"}
 
 
-def _attributes(text: str) -> list[tuple[str, str | None]]:
-    found = []
-    for match in _ATTRIBUTE.finditer(text):
-        name, double, single, bare = match.groups()
-        value = double if double is not None else single if single is not None else bare
-        found.append((name.lower(), html.unescape(value) if value and "&" in value else value))
+def _attributes(text: str) -> dict[str, str | None]:
+    found = {}
+    for name, double, single, bare in _ATTRIBUTE.findall(text):
+        value = double or single or bare  # findall gives "" for the alternatives not taken
+        found[name.lower()] = html.unescape(value) if value and "&" in value else value
     return found
 
 
 class _Reader:
-    def __init__(self) -> None:
+    def __init__(self, base_url: str | None = None) -> None:
+        self.base_url = base_url
         self.records: list[Record] = []
         self.folders: list[str | None] = []  # one entry per open <DL>; None = not a tag
         self.pending_folder: str | None = None  # an <H3> waiting for its <DL>
-        self.text: list[str] | None = None  # collecting <A> or <H3> text
+        self.text: list[str] | None = None  # collecting <A>, <H3> or <H1> text
         self.link: dict[str, str | None] | None = None
+        self.link_line = 0
         self.heading: dict[str, str | None] | None = None
+        self.section: dict[str, bool] = {}  # flags from the current <H1> section
+        self.in_h1 = False
         self.description: list[str] | None = None
-        self.last: Record | None = None
+        self.last: Record | None = None  # the bookmark a <DD> right now would describe
+        self.line = 1  # the line of `counted`, advanced only when a bookmark asks for it
+        self.counted = 0
+        self.position = 0  # where the tag being handled starts
+        self.document = ""
 
     def _finish_description(self) -> None:
         if self.description is not None and self.last is not None:
             self.last.description = "".join(self.description).strip()
         self.description = None
 
-    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-        if tag in ("dt", "dl", "h3", "a", "hr"):
-            self._finish_description()
+    def handle_starttag(self, tag: str, attrs: dict[str, str | None]) -> None:
+        if tag in _ENDS_LINK:
+            if self.link is not None and tag != "p":
+                self._finish_link()
+            if tag != "p":
+                self._finish_description()
         if tag == "dl":
             self.folders.append(self.pending_folder)
             self.pending_folder = None
+            self.last = None
         elif tag == "h3":
-            self.heading, self.text = dict(attrs), []
+            self.heading, self.text = attrs, []
+            self.last = None  # a <DD> after a folder describes the folder
+        elif tag == "h1":
+            self.in_h1, self.text = True, []
+            self.last = None
         elif tag == "a":
-            self.link, self.text = dict(attrs), []
+            self.line += self.document.count("\n", self.counted, self.position)
+            self.counted = self.position
+            self.link, self.text, self.link_line = attrs, [], self.line
         elif tag == "dd":
             self.description = []
+        elif tag == "hr":
+            self.last = None
 
     def handle_endtag(self, tag: str) -> None:
+        if tag in ("dl", "ul", "ol", "dt", "li") and self.link is not None:
+            self._finish_link()
         if tag == "dl":
             self._finish_description()
+            self.last = None
             if self.folders:
                 self.folders.pop()
         elif tag == "h3" and self.heading is not None:
@@ -93,14 +116,17 @@ class _Reader:
             # A browser's marker attribute is unambiguous at any depth (a truncated earlier
             # document may have left folders open); a well-known name counts only at the top.
             marked = any(
-                (self.heading.get(marker) or "").lower() == "true" for marker in ROOT_MARKERS
+                (self.heading.get(marker) or "").lower() == "true" for marker in roots.MARKERS
             )
-            is_root = marked or (depth <= 1 and name.casefold() in ROOT_FOLDERS)
+            is_root = marked or (depth <= 1 and roots.is_root_name(name))
             self.pending_folder = None if is_root or not name else tagnames.from_folder(name)
             self.heading = self.text = None
+        elif tag == "h1" and self.in_h1:
+            name = " ".join("".join(self.text or []).split()).casefold()
+            self.section = SECTIONS.get(name, self.section if name in ("bookmarks",) else {})
+            self.in_h1, self.text = False, None
         elif tag == "a" and self.link is not None:
-            self._add_link("".join(self.text or []).strip())
-            self.link = self.text = None
+            self._finish_link()
 
     def handle_data(self, data: str) -> None:
         if self.text is not None:
@@ -110,48 +136,86 @@ class _Reader:
 
     def feed(self, document: str) -> Iterator[Record]:
         position = 0
+        self.document = document
         for match in _MARKUP.finditer(document):
-            if match.start() > position:
-                self.handle_data(document[position : match.start()])
+            start = match.start()
+            if start > position and (self.text is not None or self.description is not None):
+                self.handle_data(document[position:start])
             position = match.end()
             closing, name, attributes = match.groups()
             if name is None:
                 continue  # comment or declaration
+            self.position = start
+            name = name.lower()
             if closing:
-                self.handle_endtag(name.lower())
-            else:
-                self.handle_starttag(name.lower(), _attributes(attributes))
+                self.handle_endtag(name)
+            else:  # only links and folders have attributes marks reads
+                self.handle_starttag(
+                    name, _attributes(attributes) if name in ("a", "h3") and attributes else {}
+                )
             if self.records:
                 yield from self.records
                 self.records.clear()
         self.handle_data(document[position:])
+        if self.link is not None:
+            self._finish_link()
         self._finish_description()
         yield from self.records
 
-    def _add_link(self, title: str) -> None:
+    def _finish_link(self) -> None:
         link = self.link or {}
+        title = "".join(self.text or []).strip()
+        self.link = self.text = None
         href = (link.get("href") or "").strip()
+        notes: list[str] = []
+        if href.startswith("?") and len(href) > 1:
+            if self.base_url:
+                href = urljoin(self.base_url, href)
+            else:
+                notes.append("a Shaarli note: import with --base-url (the Shaarli's address)")
         path = "/".join(folder for folder in self.folders if folder)
         tags = [path] if path else []
         tags += [tag for tag in (link.get("tags") or "").split(",") if tag.strip()]
-        self.last = Record(
+        if (link.get("private") or "").lower() in _TRUE:
+            tags.append(PRIVATE_TAG)
+        if (link.get("toread") or "").lower() in _TRUE:
+            tags.append(TOREAD_TAG)
+        raw_added = link.get("add_date") or link.get("time_added")
+        added = dates.parse_into(raw_added, notes, "ADD_DATE") if raw_added else None
+        visit = link.get("last_visit")
+        last_visited = dates.parse_into(visit, notes, "LAST_VISIT") if visit else None
+        checked = link.get("last_checked")
+        visits = link.get("visit_count") or ""
+        record = Record(
             url=href,
             title=title,
             tags=tags,
-            added=clock.from_epoch(link.get("add_date")),
-            last_visited=clock.from_epoch(link.get("last_visit")),
+            added=added,
+            last_visited=last_visited,
+            visit_count=int(visits) if visits.isdigit() else int(last_visited is not None),
+            starred=(link.get("starred") or "").lower() in _TRUE
+            or self.section.get("starred", False),
+            archived=(link.get("archived") or "").lower() in _TRUE
+            or self.section.get("archived", False),
+            reachable={"1": True, "0": False}.get(link.get("reachable") or ""),
+            last_checked=dates.parse_into(checked, notes, "LAST_CHECKED") if checked else None,
+            check_result=link.get("check_result") or None,
+            where=f"line {self.link_line}",
+            notes=notes,
+            undated=added is None,
         )
-        if self.last.last_visited is not None:
-            self.last.visit_count = 1  # a recorded visit means at least one
-        self.records.append(self.last)
+        self.last = record
+        self.records.append(record)
 
 
-def read(stream: TextIO) -> Iterator[Record]:
-    document = stream.read()
+def read(document: str | TextIO, *, base_url: str | None = None) -> Iterator[Record]:
+    """Records from the file's text (decoded by the caller, who knows its charset)."""
+    if not isinstance(document, str):
+        document = document.read()
     lowered = document[:65536].lower()
     if document.strip() and "<a" not in lowered and "<dl" not in lowered:
         raise FormatError("not a Netscape bookmark file (no <DL> or <A> elements)")
-    yield from _Reader().feed(document)
+    yield from _Reader(base_url).feed(document)
 
 
 # --- writing -------------------------------------------------------------------------------------
@@ -179,6 +243,19 @@ def _entry(bookmark: Bookmark, indent: str) -> str:
         attributes.append(f'LAST_VISIT="{int(bookmark.last_visited.timestamp())}"')
     if bookmark.tags:
         attributes.append(f'TAGS="{_escape(",".join(bookmark.tags))}"')
+    # marks' own fields, which browsers ignore and marks reads back (a lossless round trip).
+    if bookmark.starred:
+        attributes.append('STARRED="1"')
+    if bookmark.archived:
+        attributes.append('ARCHIVED="1"')
+    if bookmark.visit_count or bookmark.last_visited:
+        attributes.append(f'VISIT_COUNT="{bookmark.visit_count}"')
+    if bookmark.reachable is not None:
+        attributes.append(f'REACHABLE="{int(bookmark.reachable)}"')
+    if bookmark.last_checked:
+        attributes.append(f'LAST_CHECKED="{int(bookmark.last_checked.timestamp())}"')
+    if bookmark.check_result:
+        attributes.append(f'CHECK_RESULT="{_escape(bookmark.check_result)}"')
     line = f"{indent}<DT><A {' '.join(attributes)}>{_escape(bookmark.title)}</A>\n"
     if bookmark.description:
         line += f"{indent}<DD>{_escape(bookmark.description)}\n"

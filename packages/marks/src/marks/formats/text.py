@@ -4,11 +4,11 @@ not a URL is reported as skipped (by the library, as invalid), never silently dr
 from collections.abc import Iterator
 from typing import TextIO
 
-from marks.library import Record
+from marks.formats import Record
 
 
 def read(stream: TextIO) -> Iterator[Record]:
-    for line in stream:
+    for number, line in enumerate(stream, 1):
         text = line.strip()
         if text and not text.startswith("#"):
-            yield Record(url=text)
+            yield Record(url=text, where=f"line {number}", undated=True)

@@ -1,0 +1,366 @@
+"""Importing records into the library: streamed in batches inside one transaction.
+
+Memory stays flat whatever the file's size: records are checked as the reader yields them and
+written a batch at a time (one `executemany` per table); which pages exist is asked of the
+database per batch. Every entry is accounted for in the report: added, merged (`--update`, or the
+same page twice in one file), skipped (already bookmarked), invalid, or repaired; `--verbose`
+lists each with where it is in the file. With `strict`, any invalid or repaired entry refuses the
+whole file. The index triggers are off during the load (see `bulk_load`).
+"""
+
+import contextlib
+import datetime as dt
+from collections.abc import Callable, Iterable, Iterator
+from typing import TYPE_CHECKING
+
+from marks import clock, tagnames, urls
+from marks.wire import Bookmark, ImportReport
+
+if TYPE_CHECKING:
+    from marks.library import Library
+
+BATCH = 2000
+REBUILD_BELOW = 20_000  # libraries smaller than this get their indexes rebuilt after an import
+_LOOKUP = 500  # url_keys per `IN (...)` lookup
+
+
+class _Entry:
+    __slots__ = ("domain", "key", "record", "tags", "where")
+
+    def __init__(self, record: Bookmark, key: str, domain: str, tags: list[str], where: str):
+        self.record, self.key, self.domain, self.tags, self.where = record, key, domain, tags, where
+
+
+def _describe(record: Bookmark) -> str:
+    if record.url and record.title:
+        return f'{record.url} "{record.title}"'
+    return record.url or (f'"{record.title}"' if record.title else "(no URL)")
+
+
+class Importer:
+    def __init__(self, library: "Library", report: ImportReport, update: bool) -> None:
+        from marks.library import nocase
+
+        self.library = library
+        self.store = library.store
+        self.report = report
+        self.update = update
+        self.nocase = nocase
+        self.tag_cache: dict[str, tuple[str | None, str | None]] = {}
+        self.tags_cache: dict[tuple[str, ...], tuple[list[str], list[str]]] = {}
+        self.tag_ids: dict[str, int] = {}  # by exact spelling, before the library's own cache
+        self.first_new = (self.store.value("SELECT max(id) FROM bookmarks") or 0) + 1
+        self.next_id = self.first_new
+        self.merged: set[int] = set()  # rows whose tags changed after insert (refreshed at end)
+        self.reindex: set[int] = set()  # existing rows taken out of the index while merged
+
+    def problem(self, where: str, text: str) -> None:
+        self.report.problems.append(f"{where}: {text}" if where else text)
+
+    # --- checking one record ---------------------------------------------------------------------
+
+    def _tag(self, name: str) -> tuple[str | None, str | None]:
+        """(normalised tag or None, note on a repair), cached: imports repeat their tags."""
+        found = self.tag_cache.get(name)
+        if found is not None:
+            return found
+        note = None
+        try:
+            tag: str | None = tagnames.normalise(name)
+        except tagnames.InvalidTag:
+            repaired = " ".join(name.replace(",", ";").split())
+            try:
+                tag = tagnames.normalise(repaired)
+                note = f"tag {name!r} read as {tag!r}"
+            except tagnames.InvalidTag:
+                tag, note = None, f"empty tag {name!r} dropped"
+        if len(self.tag_cache) > 50_000:
+            self.tag_cache.clear()
+        self.tag_cache[name] = (tag, note)
+        return tag, note
+
+    def clean_tags(self, names: Iterable[str], notes: list[str]) -> list[str]:
+        names = tuple(names)
+        cached = self.tags_cache.get(names)
+        if cached is not None:  # imports repeat whole tag lists (every bookmark of a folder)
+            notes.extend(cached[1])
+            return list(cached[0])
+        found: list[str] = []
+        tags = self._clean(names, found)
+        if len(self.tags_cache) > 50_000:
+            self.tags_cache.clear()
+        self.tags_cache[names] = (tags, found)
+        notes.extend(found)
+        return list(tags)
+
+    def _clean(self, names: Iterable[str], notes: list[str]) -> list[str]:
+        seen: dict[str, str] = {}
+        for name in names:
+            tag, note = self._tag(name)
+            if note:
+                notes.append(note)
+            if tag is not None:
+                seen.setdefault(self.nocase(tag), tag)
+        return sorted(seen.values(), key=self.nocase)
+
+    def check(self, record: Bookmark, number: int) -> _Entry | None:
+        where = getattr(record, "where", "") or f"entry {number}"
+        notes = list(getattr(record, "notes", ()) or ())
+        try:
+            fast = urls.plain(record.url)  # most URLs need no cleaning: one regex says so
+            if fast is not None:
+                record.url, key, domain = fast
+                url_notes: list[str] = []
+            else:
+                url, url_notes = urls.clean(record.url)
+                record.url, key, domain = urls.analyse(url)
+        except urls.InvalidURL as error:
+            self.report.invalid += 1
+            reason = (
+                "; ".join([str(error), *notes]) if record.url else "; ".join(notes or ["no URL"])
+            )
+            self.problem(where, f"invalid ({reason}): {_describe(record)}")
+            return None
+        tags = self.clean_tags(record.tags, notes)
+        notes += url_notes
+        if notes:
+            self.report.repaired += 1
+            self.problem(where, f"repaired ({'; '.join(notes)}): {_describe(record)}")
+        return _Entry(record, key, domain, tags, where)
+
+    # --- writing a batch ----------------------------------------------------------------------
+
+    def _existing(self, keys: list[str]) -> dict[str, int]:
+        found: dict[str, int] = {}
+        for start in range(0, len(keys), _LOOKUP):
+            chunk = keys[start : start + _LOOKUP]
+            marks = ",".join("?" * len(chunk))
+            found.update(
+                self.store.execute(
+                    f"SELECT url_key, id FROM bookmarks WHERE url_key IN ({marks})", chunk
+                )
+            )
+        return found
+
+    def write(self, batch: list[_Entry]) -> None:
+        if not batch:
+            return
+        existing = self._existing(list({entry.key for entry in batch}))
+        fresh: dict[str, _Entry] = {}
+        for entry in batch:
+            record = entry.record
+            known = existing.get(entry.key)
+            if known is None:
+                first = fresh.get(entry.key)
+                if first is None:
+                    fresh[entry.key] = entry
+                    continue
+                _fold(first, entry)
+                first.tags = self.clean_tags([*first.tags, *entry.tags], [])
+                self.report.skipped += 1
+                self.problem(
+                    entry.where,
+                    f"same page as {first.where}, merged into one bookmark: {_describe(record)}",
+                )
+            elif known >= self.first_new or known in self.reindex:  # earlier in this file
+                self.merge(known, entry)
+                self.report.skipped += 1
+                self.problem(
+                    entry.where,
+                    f"same page as an earlier entry, merged into one bookmark: {_describe(record)}",
+                )
+            elif self.update:
+                self.merge(known, entry)
+                self.report.updated += 1
+                self.problem(entry.where, f"merged into bookmark {known}: {_describe(record)}")
+            else:
+                self.report.skipped += 1
+                self.problem(entry.where, f"skipped (already bookmarked as {known}): {record.url}")
+        self.insert(list(fresh.values()))
+
+    def merge(self, bookmark_id: int, entry: _Entry) -> None:
+        if bookmark_id < self.first_new and bookmark_id not in self.reindex:
+            # Out of the indexes before it changes; back in with the new rows at the end.
+            for index, (source, columns) in INDEXES.items():
+                self.store.execute(
+                    f"INSERT INTO {index} ({index}, rowid, {columns}) "
+                    f"SELECT 'delete', id, {columns} FROM {source} WHERE id = ?",
+                    (bookmark_id,),
+                )
+            self.reindex.add(bookmark_id)
+        self.library.merge_into(bookmark_id, entry.record, entry.tags)
+        self.merged.add(bookmark_id)
+
+    def insert(self, entries: list[_Entry]) -> None:
+        now = clock.to_text(self.library.now())
+        rows = []
+        links = []
+        tag_ids = self.tag_ids
+        for entry in entries:
+            record = entry.record
+            bookmark_id = self.next_id
+            self.next_id += 1
+            if record.added is None:
+                self.report.undated += 1
+                self.problem(entry.where, f"no date, import time used: {_describe(record)}")
+            rows.append(
+                (
+                    bookmark_id,
+                    record.url,
+                    entry.key,
+                    record.title.strip(),
+                    record.description.strip(),
+                    "\n".join(entry.tags),
+                    entry.domain,
+                    int(record.starred),
+                    int(record.archived),
+                    _text(record.added) or now,
+                    _text(record.last_visited),
+                    max(0, record.visit_count),
+                    None if record.reachable is None else int(record.reachable),
+                    clock.to_text(record.last_checked),
+                    record.check_result,
+                )
+            )
+            for tag in entry.tags:
+                found = tag_ids.get(tag)
+                if found is None:
+                    found = tag_ids[tag] = self.library._tag_id(tag)
+                links.append((bookmark_id, found))
+        self.report.added += len(rows)
+        self.store.db.executemany(
+            "INSERT INTO bookmarks (id, url, url_key, title, description, tags, domain, starred, "
+            "archived, added, last_visited, visit_count, reachable, last_checked, check_result) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            rows,
+        )
+        self.store.db.executemany(
+            "INSERT OR IGNORE INTO bookmark_tags (bookmark_id, tag_id) VALUES (?, ?)", links
+        )
+
+
+def _text(moment: dt.datetime | None) -> str | None:
+    """clock.to_text, faster for the UTC times readers make (isoformat is C, strftime is not)."""
+    if moment is None:
+        return None
+    if moment.tzinfo is not dt.UTC:
+        return clock.to_text(moment)
+    return (
+        moment.isoformat(timespec="seconds")[:19] + "Z"
+        if moment.year >= 1000
+        else clock.to_text(moment)
+    )
+
+
+def _fold(first: _Entry, again: _Entry) -> None:
+    """The same page twice in one file: one bookmark with the earliest date, the most visits."""
+    a, b = first.record, again.record
+    a.added = min(filter(None, (a.added, b.added)), default=None)
+    a.last_visited = max(filter(None, (a.last_visited, b.last_visited)), default=None)
+    a.visit_count = max(a.visit_count, b.visit_count)
+    a.title = a.title or b.title
+    a.description = a.description or b.description
+    a.starred = a.starred or b.starred
+    a.archived = a.archived or b.archived
+
+
+# The full-text indexes an import fills itself (schema 3 and 5): index -> (the rows it indexes,
+# its columns). The stemmed index reads page text through its content view; the prefix index
+# (unstemmed words) covers the bookmark's own fields.
+INDEXES = {
+    "bookmarks_fts": ("bookmarks_fts_source", "title, description, url, tags, page_text"),
+    "bookmarks_words": ("bookmarks", "title, description, url, tags"),
+}
+# The per-row triggers that would do the same one row at a time: off during the load.
+INDEX_TRIGGERS = (
+    "bookmarks_fts_insert",
+    "bookmarks_fts_update",
+    "bookmarks_words_insert",
+    "bookmarks_words_update",
+    "bookmark_tags_added",
+)
+
+
+@contextlib.contextmanager
+def bulk_load(importer: Importer) -> Iterator[None]:
+    """Within an import's transaction: insert rows without per-row index triggers, then index
+    the new and merged rows in one statement (ten times faster at 100,000 bookmarks).
+
+    The triggers are dropped and re-created inside the same transaction (SQLite's DDL is
+    transactional), so a failure or crash restores them with everything else.
+    """
+    store = importer.store
+    dropped = [("TRIGGER", name) for name in INDEX_TRIGGERS]
+    if importer.first_new <= REBUILD_BELOW:
+        # A small library: its secondary indexes are built once at the end (sorted) rather than
+        # grown row by row at random places; url_key's UNIQUE index stays, lookups need it.
+        dropped += [
+            ("INDEX", name)
+            for (name,) in store.execute(
+                "SELECT name FROM sqlite_schema WHERE type = 'index' AND tbl_name IN "
+                "('bookmarks', 'bookmark_tags') AND sql IS NOT NULL"
+            ).fetchall()
+        ]
+    saved = [
+        store.value("SELECT sql FROM sqlite_schema WHERE name = ?", (name,)) for _, name in dropped
+    ]
+    for kind, name in dropped:
+        store.execute(f'DROP {kind} "{name}"')
+    yield
+    if importer.merged:  # their tag text follows the join table, as the trigger would
+        store.db.executemany(
+            "UPDATE bookmarks SET tags = (SELECT coalesce(group_concat(name, char(10)), '') "
+            "FROM (SELECT t.name FROM bookmark_tags bt JOIN tags t ON t.id = bt.tag_id "
+            "WHERE bt.bookmark_id = bookmarks.id ORDER BY t.name)) WHERE id = ?",
+            [(bookmark_id,) for bookmark_id in importer.merged],
+        )
+    for index, (source, columns) in INDEXES.items():
+        store.execute(
+            f"INSERT INTO {index} (rowid, {columns}) "
+            f"SELECT id, {columns} FROM {source} WHERE id >= ?",
+            (importer.first_new,),
+        )
+        if importer.reindex:
+            store.db.executemany(
+                f"INSERT INTO {index} (rowid, {columns}) "
+                f"SELECT id, {columns} FROM {source} WHERE id = ?",
+                [(bookmark_id,) for bookmark_id in importer.reindex],
+            )
+    for sql in saved:
+        store.execute(sql)
+
+
+def import_records(
+    library: "Library",
+    records: Iterable[Bookmark],
+    *,
+    update: bool = False,
+    strict: bool = False,
+    progress: Callable[[int], None] = lambda _: None,
+) -> ImportReport:
+    report = ImportReport(problems=[], warnings=[])
+    with library.store.transaction():
+        importer = Importer(library, report, update)
+        with bulk_load(importer):
+            batch: list[_Entry] = []
+            for number, record in enumerate(records, 1):
+                entry = importer.check(record, number)
+                if entry is not None:
+                    batch.append(entry)
+                    if len(batch) >= BATCH:
+                        importer.write(batch)
+                        batch = []
+                if number % 64 == 0:
+                    progress(number)
+            importer.write(batch)
+        if strict and (report.invalid or report.repaired):
+            first = next(
+                (line for line in report.problems if "invalid" in line or "repaired" in line), ""
+            )
+            from marks.library import Invalid
+
+            raise Invalid(
+                f"--strict: {report.invalid} invalid and {report.repaired} repaired entries, "
+                f"nothing imported (first: {first})"
+            )
+    return report
