@@ -24,6 +24,8 @@ GROUPS = {
     "export": ("marks.cli.transfer", "Export every bookmark to a file or stdout."),
     "db": ("marks.cli.db", "Inspect and maintain the database."),
     "config": ("marks.cli.config", "Show and change settings."),
+    "browser": ("marks.cli.browser", "Find browser profiles and import from them."),
+    "graph": ("marks.cli.graph", "Build the bookmark graph; neighbours, stats, export."),
     "shell": ("marks.cli.shell", "Browse the library as a filesystem (interactive or -c)."),
 }
 

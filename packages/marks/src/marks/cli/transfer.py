@@ -9,6 +9,7 @@ import click
 
 from marks.cli import Group, global_options, state
 from marks.cli import output as show
+from marks.cli.browser import add_import_commands as add_browser_imports
 
 
 @click.group(name="import", cls=Group)
@@ -67,6 +68,7 @@ _import_command("html", "A browser's exported HTML (Netscape format); folders be
 _import_command("json", "A JSON array of bookmarks (as `export json` writes).")
 _import_command("csv", "CSV with a header row (url, title, tags, ... in common spellings).")
 _import_command("text", "Plain text, one URL per line.")
+add_browser_imports(import_)
 
 
 @click.group(cls=Group)
