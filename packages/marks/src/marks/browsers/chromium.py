@@ -80,6 +80,10 @@ class Reader:
             inner = f"{folder}/{name}" if folder and name else folder or name
             stack.extend((child, inner) for child in reversed(node.children))
 
+    def urls(self) -> Iterator[str]:
+        for node, _ in self._walk():
+            yield node.url
+
     def bookmarks(self) -> Iterator[Record]:
         for node, folder in self._walk():
             yield Record(

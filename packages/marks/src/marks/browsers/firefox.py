@@ -110,6 +110,13 @@ class Reader:
             if parent not in tag_folders
         )
 
+    def urls(self) -> Iterator[str]:
+        for (url,) in self._rows(
+            "SELECT p.url FROM moz_bookmarks b JOIN moz_places p ON p.id = b.fk WHERE b.type = ?",
+            (BOOKMARK,),
+        ):
+            yield url or ""
+
     def bookmarks(self) -> Iterator[Record]:
         paths, tag_folders = self._tree()
         own_tags = self._firefox_tags(tag_folders)

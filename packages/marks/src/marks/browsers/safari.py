@@ -95,6 +95,10 @@ class Reader:
     def count(self) -> int:
         return sum(1 for _ in self._walk())
 
+    def urls(self) -> Iterator[str]:
+        for node, _, _ in self._walk():
+            yield str(node.get("URLString", ""))
+
     def bookmarks(self) -> Iterator[Record]:
         for node, folder, reading in self._walk():
             uri = node.get("URIDictionary")

@@ -13,7 +13,6 @@ from pathlib import Path
 
 import msgspec
 
-from marks import urls
 from marks.browsers import BrowserError, chromium, firefox, profiles, safari
 from marks.browsers.paths import BROWSERS, FAMILY
 from marks.browsers.profiles import Profile
@@ -50,13 +49,6 @@ def list_profiles(
     return found
 
 
-def _key(url: str) -> str | None:
-    try:
-        return urls.key(url)
-    except ValueError:
-        return None
-
-
 def _records(
     browser: str,
     source,
@@ -66,19 +58,19 @@ def _records(
     since: dt.datetime | None,
 ) -> Iterator[Record]:
     """One profile's bookmarks (with visit data from its history when asked), then, with
-    `all_history`, its visited pages that are not bookmarks."""
+    `all_history`, its visited pages that are not bookmarks.
+
+    Visits are matched to bookmarks by the exact URL: each browser stores both in the same
+    canonical form (Firefox even shares the row), and no URL is parsed twice."""
     mark = f"imported/{browser}"
     visits: dict[str, tuple[int, dt.datetime | None]] = {}
     if history:
-        keys = {_key(record.url) for record in source.bookmarks()}
+        bookmarked = set(source.urls())
         for visit in source.history():
-            key = _key(visit.url)
-            if key is None:
-                continue
-            if key in keys:
-                count, last = visits.get(key, (0, None))
+            if visit.url in bookmarked:
+                count, last = visits.get(visit.url, (0, None))
                 latest = max(filter(None, (last, visit.last)), default=None)
-                visits[key] = (count + visit.count, latest)
+                visits[visit.url] = (count + visit.count, latest)
             elif (
                 all_history
                 and visit.count > 0
@@ -92,12 +84,12 @@ def _records(
                     last_visited=visit.last,
                     visit_count=visit.count,
                 )
+        del bookmarked
     for record in source.bookmarks():
         record.tags.append(mark)
-        if visits:
-            found = visits.get(_key(record.url) or "")
-            if found is not None:
-                record.visit_count, record.last_visited = found
+        found = visits.get(record.url)
+        if found is not None:
+            record.visit_count, record.last_visited = found
         yield record
 
 
