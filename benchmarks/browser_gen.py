@@ -28,7 +28,10 @@ def _pages(count: int, history: int, seed: int):
     rng = random.Random(seed)
     base = dt.datetime(2015, 1, 1, tzinfo=dt.UTC)
     for n in range(max(count, history)):
-        host = f"{rng.choice(SUBTOPICS)}{int(rng.paretovariate(1.2)) % 3000}.example.org"
+        site = int(rng.paretovariate(1.2)) % 3000  # a few big sites, a long tail of small ones
+        host = (
+            f"{rng.choice(('www', 'docs', 'blog'))}.{SUBTOPICS[site % len(SUBTOPICS)]}{site}.test"
+        )
         when = base + dt.timedelta(seconds=rng.randint(0, 300_000_000))
         folder = (rng.choice(TOPICS), rng.choice(SUBTOPICS))
         yield n, f"https://{host}/{n}/page", f"Page {n} about {folder[1]}", when, folder, rng
