@@ -108,6 +108,8 @@ def import_browser(
     """Import one browser (every profile found, or the one at `profile`) or `all` of them."""
     if browser != "all" and browser not in BROWSERS:
         raise Invalid(f"unknown browser {browser!r} (use {', '.join(BROWSERS)} or all)")
+    if since is not None and not all_history:
+        raise Invalid("--since limits --all-history: give both")
     if all_history and not history:
         history = True  # pages from the history carry their visits
     if profile is not None:

@@ -73,12 +73,11 @@ def _gexf(store: Store, out: TextIO) -> tuple[int, int]:
     out.write("    </nodes>\n    <edges>\n")
     for source, target, weight, jaccard, site, link in _edges(store):
         values = "".join(
-            f'<attvalue for="e{i}" value={_attr(v)}/>'
-            for i, v in enumerate((round(jaccard, 6), site, link))
+            f'<attvalue for="e{i}" value={_attr(v)}/>' for i, v in enumerate((jaccard, site, link))
         )
         out.write(
             f'      <edge id="{edges}" source="{source}" target="{target}" '
-            f'weight="{round(weight, 6)}"><attvalues>{values}</attvalues></edge>\n'
+            f'weight="{weight}"><attvalues>{values}</attvalues></edge>\n'
         )
         edges += 1
     out.write("    </edges>\n  </graph>\n</gexf>\n")
@@ -116,8 +115,8 @@ def _graphml(store: Store, out: TextIO) -> tuple[int, int]:
         edges += 1
         out.write(
             f'    <edge source="{source}" target="{target}">'
-            f'<data key="weight">{round(weight, 6)}</data>'
-            f'<data key="edge_tags">{round(jaccard, 6)}</data>'
+            f'<data key="weight">{weight}</data>'
+            f'<data key="edge_tags">{jaccard}</data>'
             f'<data key="edge_site">{_text(site)}</data>'
             f'<data key="edge_link">{link}</data></edge>\n'
         )
@@ -126,7 +125,8 @@ def _graphml(store: Store, out: TextIO) -> tuple[int, int]:
 
 
 def _text(value: object) -> str:
-    return escape(_NOT_XML.sub("", str(value)))
+    # A bare CR would reach the reader as LF (XML line-end normalisation): keep it as a reference.
+    return escape(_NOT_XML.sub("", str(value)), {"\r": "&#13;"})
 
 
 def _json(store: Store, out: TextIO) -> tuple[int, int]:
@@ -146,8 +146,8 @@ def _json(store: Store, out: TextIO) -> tuple[int, int]:
         edge = {
             "source": source,
             "target": target,
-            "weight": round(weight, 6),
-            "tags": round(jaccard, 6),
+            "weight": weight,
+            "tags": jaccard,
             "site": site,
             "link": link,
         }
