@@ -419,3 +419,18 @@ def test_profile_option_reads_one_profile(home, marks):
     assert result.code == 0, result.err
     assert list(bookmarks(marks)) == ["https://wiki.example.org/"]
     assert bookmarks(marks)["https://wiki.example.org/"]["tags"] == ["imported/edge"]
+
+
+def test_option_mistakes_are_usage_or_one_line_errors(home, marks):
+    chrome_home(home)
+    since_alone = marks("import", "chrome", "--history", "--since", "2024")
+    assert since_alone.code == 1 and "--since limits --all-history" in since_alone.err
+    bad_date = marks("import", "chrome", "--all-history", "--since", "yesterday-ish")
+    assert bad_date.code == 2 and "not a date" in bad_date.err
+    all_one_profile = marks("browser", "import", "all", "--profile", str(home))
+    assert all_one_profile.code == 1 and "--profile needs one browser" in all_one_profile.err
+    unknown = marks("browser", "import", "netscape-navigator")
+    assert unknown.code == 2
+    nothing = marks("import", "brave")
+    assert nothing.code == 1 and "no brave profile found under" in nothing.err
+    assert bookmarks(marks) == {}
