@@ -94,6 +94,7 @@ def checksums(directory: Path) -> dict[str, str]:
 def test_finder_sees_every_browser_platform_and_install_kind(home):
     chrome_home(home)
     write_chromium_bookmarks(home / "snap/chromium/common/chromium/Default", bar=[])
+    write_chromium_bookmarks(home / ".config/google-chrome-beta/Default", bar=[])
     write_chromium_bookmarks(home / "AppData/Local/Microsoft/Edge/User Data/Profile 3", bar=[])
     write_chromium_bookmarks(
         home / "Library/Application Support/BraveSoftware/Brave-Browser/Default", bar=[]
@@ -122,6 +123,7 @@ def test_finder_sees_every_browser_platform_and_install_kind(home):
     assert set(found) == {
         ("chrome", "Personal"),
         ("chrome", "Work"),
+        ("chrome", "Default"),  # the beta channel's own profile
         ("chromium", "Default"),
         ("edge", "Profile 3"),
         ("brave", "Default"),

@@ -21,7 +21,7 @@ FAMILY = {
 class Location(NamedTuple):
     browser: str
     platform: str  # linux, macos, windows
-    variant: str  # how it was installed: "", "snap", "flatpak", "xdg"
+    variant: str  # how or which channel: "", "snap", "flatpak", "xdg", "beta", "dev", ...
     path: str  # relative to the home directory: a Chromium user-data dir, Firefox's
     # profiles.ini directory, or Safari's Library/Safari
 
@@ -30,6 +30,10 @@ LOCATIONS: tuple[Location, ...] = (
     # Chromium family: a user-data directory holding `Local State` and `Default`, `Profile N`.
     Location("chrome", "linux", "", ".config/google-chrome"),
     Location("chrome", "linux", "flatpak", ".var/app/com.google.Chrome/config/google-chrome"),
+    Location("chrome", "linux", "beta", ".config/google-chrome-beta"),
+    Location("chrome", "linux", "unstable", ".config/google-chrome-unstable"),
+    Location("chrome", "macos", "canary", "Library/Application Support/Google/Chrome Canary"),
+    Location("chrome", "windows", "canary", "AppData/Local/Google/Chrome SxS/User Data"),
     Location("chrome", "macos", "", "Library/Application Support/Google/Chrome"),
     Location("chrome", "windows", "", "AppData/Local/Google/Chrome/User Data"),
     Location("chromium", "linux", "", ".config/chromium"),
@@ -39,6 +43,8 @@ LOCATIONS: tuple[Location, ...] = (
     Location("chromium", "windows", "", "AppData/Local/Chromium/User Data"),
     Location("edge", "linux", "", ".config/microsoft-edge"),
     Location("edge", "linux", "flatpak", ".var/app/com.microsoft.Edge/config/microsoft-edge"),
+    Location("edge", "linux", "beta", ".config/microsoft-edge-beta"),
+    Location("edge", "linux", "dev", ".config/microsoft-edge-dev"),
     Location("edge", "macos", "", "Library/Application Support/Microsoft Edge"),
     Location("edge", "windows", "", "AppData/Local/Microsoft/Edge/User Data"),
     Location("brave", "linux", "", ".config/BraveSoftware/Brave-Browser"),
