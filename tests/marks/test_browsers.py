@@ -436,3 +436,35 @@ def test_option_mistakes_are_usage_or_one_line_errors(home, marks):
     nothing = marks("import", "brave")
     assert nothing.code == 1 and "no brave profile found under" in nothing.err
     assert bookmarks(marks) == {}
+
+
+@pytest.mark.parametrize(
+    ("browser", "relative", "content"),
+    [
+        ("chrome", ".config/google-chrome/Default/Bookmarks", b'{"roots": {"bookmark_bar": [1'),
+        ("chromium", ".config/chromium/Default/Bookmarks", b"\xff\xfe not json"),
+        ("safari", "Library/Safari/Bookmarks.plist", b"bplist00 truncated"),
+        (
+            "safari",
+            "Library/Safari/Bookmarks.plist",
+            b'<?xml version="1.0"?><plist><array/></plist>',
+        ),
+        (
+            "firefox",
+            ".mozilla/firefox/p.default/places.sqlite",
+            b"SQLite format 3\x00" + b"\x00" * 80,
+        ),
+    ],
+)
+def test_corrupt_files_are_one_line_naming_them(home, marks, browser, relative, content):
+    path = home / relative
+    path.parent.mkdir(parents=True)
+    path.write_bytes(content)
+    if browser == "firefox":
+        write_profiles_ini(path.parent.parent, {"Profile0": {"Name": "x", "Path": "p.default"}})
+    result = marks("browser", "import", browser)
+    assert result.code == 1
+    lines = result.err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("marks: ") and str(path) in lines[0]
+    assert "Traceback" not in result.err
+    assert bookmarks(marks) == {}
