@@ -235,7 +235,10 @@ def browsers_demo(folder: Path) -> None:
         run("marks", "--db", db, "graph", "neighbors", "1", "--limit", "5")
         run("marks", "--db", db, "graph", "stats")
     finally:
-        os.environ["HOME"] = saved or ""
+        if saved is None:
+            os.environ.pop("HOME", None)
+        else:
+            os.environ["HOME"] = saved
 
 
 def run_quiet(*argv: str) -> str:
