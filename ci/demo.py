@@ -1,6 +1,7 @@
 """`make demo`: runs each product's main path on embedded defaults and shows what happens."""
 
 import asyncio
+import datetime as dt
 import io
 import json
 import os
@@ -198,6 +199,46 @@ def marks_demo() -> None:
             "-c",
             "ls; cd /tags/Dev; pwd; ls; which 2; cd 2; cat title; file; recent --limit 3",
         )
+        browsers_demo(folder)
+
+
+def browsers_demo(folder: Path) -> None:
+    """Three browsers in a fake home: find their profiles, import them, relate the bookmarks."""
+    from browser_gen import chrome_profile, firefox_profile
+    from support.browserfiles import (
+        safari_folder,
+        safari_leaf,
+        write_safari_bookmarks,
+        write_safari_history,
+    )
+
+    home = folder / "home"
+    chrome_profile(home / ".config/google-chrome/Default", 300, 600)
+    firefox_profile(home / ".mozilla/firefox/demo.default-release", 200, 400)
+    (home / ".mozilla/firefox/profiles.ini").write_text(
+        "[Install4F96D1932A9F858E]\nDefault=demo.default-release\n\n"
+        "[Profile0]\nName=default-release\nIsRelative=1\nPath=demo.default-release\n"
+    )
+    write_safari_bookmarks(
+        home / "Library/Safari",
+        [safari_folder("BookmarksBar", [safari_leaf("https://www.python.org/", "Python")])],
+    )
+    visits = [dt.datetime(2026, 11, day, tzinfo=dt.UTC) for day in (2, 9, 16)]
+    write_safari_history(home / "Library/Safari", [("https://www.python.org/", "Python", visits)])
+    db = str(folder / "browsers.db")
+    saved = os.environ.get("HOME")
+    os.environ["HOME"] = str(home)  # the browsers' files are found under the home directory
+    try:
+        run("marks", "--db", db, "browser", "list")
+        run("marks", "--db", db, "browser", "import", "all", "--history")
+        run("marks", "--db", db, "graph", "build")
+        run("marks", "--db", db, "graph", "neighbors", "1", "--limit", "5")
+        run("marks", "--db", db, "graph", "stats")
+    finally:
+        if saved is None:
+            os.environ.pop("HOME", None)
+        else:
+            os.environ["HOME"] = saved
 
 
 def marks_health_demo() -> None:

@@ -91,7 +91,7 @@ def test_older_database_is_migrated_and_newer_refused(tmp_path):
 
     apsw.Connection(str(empty)).close()  # version 0: nothing in it yet
     store = Store(empty)
-    assert store.value("PRAGMA user_version") == schema.VERSION
+    assert store.value("PRAGMA user_version") == schema.VERSION == len(schema.MIGRATIONS)
     store.close()
     newer = tmp_path / "newer.db"
     connection = apsw.Connection(str(newer))

@@ -261,6 +261,31 @@ MIGRATIONS: list[str] = [
         WHERE id IN (SELECT bookmark_id FROM url_key_collisions);
     DROP TABLE temp.rekey;
     """,
+    # 7: the bookmark graph (`graph build`): undirected edges, each stored once (source < target),
+    # with what makes them: tag similarity, a shared registrable domain, links in cached pages.
+    """
+    CREATE TABLE graph_edges (
+        source INTEGER NOT NULL,           -- bookmarks.id; the trigger below removes edges of
+        target INTEGER NOT NULL,           -- deleted bookmarks (no foreign keys: a rebuild
+        weight REAL NOT NULL,              -- empties the table at once instead of row by row)
+        tags REAL NOT NULL DEFAULT 0,      -- Jaccard of the tag sets, ancestors included
+        site TEXT,                         -- the registrable domain both are on, else NULL
+        link INTEGER NOT NULL DEFAULT 0,   -- 1: source links to target, 2: the reverse, 3: both
+        PRIMARY KEY (source, target),
+        CHECK (source < target)
+    ) WITHOUT ROWID;
+    CREATE INDEX graph_edges_by_target ON graph_edges (target, source);
+    CREATE TRIGGER graph_edges_forget AFTER DELETE ON bookmarks BEGIN
+        DELETE FROM graph_edges WHERE source = OLD.id;
+        DELETE FROM graph_edges WHERE target = OLD.id;
+    END;
+    CREATE TABLE graph_builds (
+        id INTEGER PRIMARY KEY CHECK (id = 1),
+        built_at TEXT NOT NULL,
+        nodes INTEGER NOT NULL,
+        edges INTEGER NOT NULL
+    );
+    """,
 ]
 
 VERSION = len(MIGRATIONS)

@@ -33,6 +33,8 @@ GROUPS = {
     "config": ("marks.cli.config", "Show and change settings."),
     "plugin": ("marks.cli.plugin", "List, describe, enable and disable plugins."),
     "queue": ("marks.cli.queue", "Keep a reading queue with priorities and progress."),
+    "browser": ("marks.cli.browser", "Find browser profiles and import from them."),
+    "graph": ("marks.cli.graph", "Build the bookmark graph; neighbours, stats, export."),
     "shell": ("marks.cli.shell", "Browse the library as a filesystem (interactive or -c)."),
     "serve": ("marks.cli.serve", "Run the REST API and the web UI."),
 }

@@ -9,6 +9,7 @@ import click
 
 from marks.cli import Group, global_options, state
 from marks.cli import output as show
+from marks.cli.browser import add_import_commands as add_browser_imports
 
 
 class ImportGroup(Group):
@@ -107,6 +108,7 @@ _import_command(
 _import_command("csv", "CSV (marks, Pocket, Instapaper, Raindrop...), or one URL per row.")
 _import_command("text", "Plain text, one URL per line.")
 _import_command("auto", "Detect the format from the file's content.", hidden=True)
+add_browser_imports(import_)
 
 
 @click.group(cls=Group)

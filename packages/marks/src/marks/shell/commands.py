@@ -306,6 +306,24 @@ class Commands:
             )
         self.out(f"{'health':>13} = {verdict} (checked {clock.to_text(last.checked_at)})")
 
+    @command("neighbors [ID] [-n N]", "the closest bookmarks in the graph, and why")
+    def do_neighbors(self, args: list[str]) -> None:
+        from marks.graph.query import neighbours
+
+        limit, rest = 10, list(args)
+        if "-n" in rest:
+            at = rest.index("-n")
+            if at + 1 >= len(rest) or not rest[at + 1].isdigit() or int(rest[at + 1]) < 1:
+                raise ShellError("neighbors: -n needs a positive number")
+            limit = int(rest[at + 1])
+            del rest[at : at + 2]
+        b = self.target(rest, "neighbors")
+        found = neighbours(self.s.library.store, b.id, limit)
+        if not found:
+            self.out(f"{b.id} has no neighbours in the graph (`marks graph build` updates it)")
+        for n in found:
+            self.out(f"{n.id:>7}  {n.weight:.3f}  {n.title or n.url}  ({n.why})")
+
     # --- changing bookmarks ----------------------------------------------------------------------
 
     @command("star [ID]", "star or unstar a bookmark")

@@ -1,0 +1,13 @@
+"""Reading bookmarks and history straight from browser profiles.
+
+`paths` says where each browser keeps its profiles on each platform; `profiles` finds them under
+a home directory; `chromium`, `firefox` and `safari` read one profile's files into
+`library.Record`s and know nothing of marks' database; `service` imports them through
+`Library.import_records`, the one write path every import shares.
+"""
+
+from marks.library import MarksError
+
+
+class BrowserError(MarksError):
+    """A profile cannot be read: missing, corrupt or of unknown schema (one line, naming it)."""
