@@ -260,6 +260,12 @@ def marks_health_demo() -> None:
         run("marks", "--db", db, "content", "refresh", "1")
         run("marks", "--db", db, "bookmark", "search", "--fts", "narwhal")
         run("marks", "--db", db, "shell", "-c", "ls /broken; stat /bookmarks/3")
+        print("\n-- the reading queue --")
+        run("marks", "--db", db, "queue", "add", "1", "2", "--priority", "1")
+        run("marks", "--db", db, "queue", "add", "3")
+        run("marks", "--db", db, "queue", "progress", "2", "40")
+        run("marks", "--db", db, "queue", "next")
+        run("marks", "--db", db, "queue", "stats")
 
 
 def marks_serve_demo() -> None:
