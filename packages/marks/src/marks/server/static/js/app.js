@@ -250,12 +250,12 @@ async function bulkTag() {
   if (!tag) return;
   try {
     const result = await request("POST", "/bookmarks/tags", { json: { ids: [...state.selected], add: [tag] } });
-    message(`tagged ${result.changed} bookmark(s) with ${tag}`);
     state.selected.clear();
     updateSelection();
     $("#bulk-tag").value = "";
     await load();
     renderSidebar();
+    message(`tagged ${result.changed} bookmark(s) with ${tag}`); // after load(), which resets it
   } catch (error) {
     message(error.message, true);
   }
