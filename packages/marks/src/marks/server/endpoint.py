@@ -79,6 +79,11 @@ class Call:
     settings: ServerSettings | None = None
     libraries: "Libraries | None" = None  # the server's shared services (plugins, checks)
 
+    @property
+    def server(self) -> "Libraries":
+        assert self.libraries is not None, "set by make_handler"
+        return self.libraries
+
 
 class Libraries:
     """One SQLite connection per worker thread (APSW connections are not shared between

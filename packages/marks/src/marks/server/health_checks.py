@@ -93,19 +93,13 @@ class HealthChecks:
         if run.plan_error is not None:
             thread.join()
             raise run.plan_error
-        return self.get(check_id)
+        with self._lock:
+            return _copy(run.progress)
 
     def get(self, check_id: str) -> CheckProgress | None:
         with self._lock:
             run = self._runs.get(check_id)
-            if run is None:
-                return None
-            return msgspec.structs.replace(
-                run.progress,
-                by_result=dict(run.progress.by_result),
-                hosts_down=dict(run.progress.hosts_down),
-                results=list(run.progress.results),
-            )
+            return None if run is None else _copy(run.progress)
 
     def _work(self, run: _Run, selection: health.Selection) -> None:
         store: Store | None = None
@@ -143,16 +137,16 @@ class HealthChecks:
                 else:
                     progress.results_omitted += 1
 
-        state, error = "done", None
+        state, problem = "done", None
         try:
             checker.run(selection, on_result=on_result, summary=run.summary)
         except BaseException as failure:  # kept readable as the check's error, never lost
-            state, error = "failed", f"{type(failure).__name__}: {failure}".splitlines()[0]
+            state, problem = "failed", f"{type(failure).__name__}: {failure}".splitlines()[0]
         finally:
             store.close()
             with self._lock:
                 progress.hosts_down = dict(run.summary.hosts_down)
-                progress.state, progress.error = state, error
+                progress.state, progress.error = state, problem
                 progress.finished_at = clock.now()
                 self._running = None
 
@@ -160,3 +154,13 @@ class HealthChecks:
         finished = [key for key, run in self._runs.items() if run.progress.state != "running"]
         for key in finished[: max(0, len(finished) - KEEP)]:
             del self._runs[key]
+
+
+def _copy(progress: CheckProgress) -> CheckProgress:
+    """A snapshot a request can encode while the check's thread goes on adding to the original."""
+    return msgspec.structs.replace(
+        progress,
+        by_result=dict(progress.by_result),
+        hosts_down=dict(progress.hosts_down),
+        results=list(progress.results),
+    )

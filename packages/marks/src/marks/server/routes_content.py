@@ -25,7 +25,7 @@ def stored(library: Library, call: Call) -> StoredContent:
 
 def refresh(library: Library, call: Call) -> PageContent:
     bookmark_id = call.path["id"]
-    pages = content.Content(library, call.libraries.health_options())
+    pages = content.Content(library, call.server.health_options())
     if not pages.plan([bookmark_id]):
         raise Invalid(f"bookmark {bookmark_id} is not an http(s) link: nothing to fetch")
     results: list[PageContent] = []

@@ -41,18 +41,20 @@ class HealthOverview(msgspec.Struct, kw_only=True):
 
 def overview(library: Library, call: Call) -> HealthOverview:
     store = library.store
-    checked, unchecked, broken = store.one(
+    row = store.one(
         "SELECT count(reachable), count(*) - count(reachable), "
         "coalesce(sum(reachable = 0), 0) FROM bookmarks"
     )
-    confirmed = health.Health(library, call.libraries.health_options()).confirmed_broken()
+    assert row is not None  # an aggregate always has its row
+    checked, unchecked, broken = row
+    confirmed = health.Health(library, call.server.health_options()).confirmed_broken()
     return HealthOverview(
         checked=checked,
         unchecked=unchecked,
         broken=broken,
         confirmed=confirmed,
         unconfirmed=broken - confirmed,
-        running=call.libraries.health_checks().running,
+        running=call.server.health_checks().running,
     )
 
 
@@ -63,11 +65,11 @@ def start(library: Library, call: Call) -> CheckProgress:
         library.get(bookmark_id)
     where, bindings = compile_filter(body.query) if body.query else ("", [])
     selection = health.Selection(ids=ids, where=where, bindings=tuple(bindings), force=body.force)
-    return call.libraries.health_checks().start(selection)
+    return call.server.health_checks().start(selection)
 
 
 def progress(library: Library, call: Call) -> CheckProgress:
-    found = call.libraries.health_checks().get(call.path["check_id"])
+    found = call.server.health_checks().get(call.path["check_id"])
     if found is None:
         raise NotFound(
             f"no check {call.path['check_id'][:40]!r} (finished checks are kept a while)"
@@ -76,7 +78,7 @@ def progress(library: Library, call: Call) -> CheckProgress:
 
 
 def history(library: Library, call: Call) -> list[HealthCheck]:
-    checker = health.Health(library, call.libraries.health_options())
+    checker = health.Health(library, call.server.health_options())
     return checker.history(call.path["id"], call.query["limit"])
 
 

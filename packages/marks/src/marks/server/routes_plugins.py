@@ -6,7 +6,7 @@ from marks.server.endpoint import Call, Endpoint
 
 
 def list_plugins(library: Library, call: Call) -> list[PluginInfo]:
-    infos = call.libraries.plugins.infos()
+    infos = call.server.plugins.infos()
     return sorted(infos, key=lambda info: (info.type, info.priority, info.name))
 
 
