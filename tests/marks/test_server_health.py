@@ -245,3 +245,25 @@ def test_api_writes_fire_plugin_hooks(plugin_site, tmp_path):
         server.close()
     # A server that stops unloads its plugins, as a command that ends does.
     assert journal.read_text().splitlines()[-1] == "early on_unload"
+
+
+def test_finished_checks_are_kept_a_while_then_forgotten(db_path):
+    from marks import health
+    from marks.library import Library
+    from marks.server.health_checks import KEEP, HealthChecks
+    from marks.store import Store
+
+    setup = Library(Store(db_path))
+    target = setup.add("http://gone.invalid/page").id
+    checks = HealthChecks(lambda: Library(Store(db_path)), health.Options(timeout=1, retries=0))
+    started = []
+    for _ in range(KEEP + 2):
+        check = checks.start(health.Selection(ids=(target,)))
+        started.append(check.id)
+        assert wait_until(lambda c=check: checks.get(c.id).state == "done", timeout=30)
+        assert checks.running is None
+    assert checks.get(started[0]) is None and checks.get(started[1]) is None
+    kept = [checks.get(check_id) for check_id in started[2:]]
+    assert all(item.results[0].result == "dns" for item in kept)
+    assert len(health.Health(setup).history(target, limit=100)) == KEEP + 2
+    setup.store.close()

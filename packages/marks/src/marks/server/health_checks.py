@@ -149,6 +149,7 @@ class HealthChecks:
                 progress.state, progress.error = state, problem
                 progress.finished_at = clock.now()
                 self._running = None
+                self._forget_old()
 
     def _forget_old(self) -> None:
         finished = [key for key, run in self._runs.items() if run.progress.state != "running"]
