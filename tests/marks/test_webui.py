@@ -310,7 +310,7 @@ def test_the_reading_queue_view(ui):
 
 @pytest.fixture
 def checking(browser, tmp_path):
-    """A UI on a server whose link checks give up after 1 s, and local pages to check."""
+    """A UI on a server whose link checks give up after 2 s (the slow page takes 5), local pages."""
     import os
     import subprocess
 
@@ -320,11 +320,11 @@ def checking(browser, tmp_path):
     homes = {
         f"XDG_{kind}_HOME": str(tmp_path / kind.lower()) for kind in ("CONFIG", "DATA", "STATE")
     }
-    for key, value in (("health_timeout", "1"), ("health_retries", "0")):
+    for key, value in (("health_timeout", "2"), ("health_retries", "0")):
         done = subprocess.run([MARKS, "config", "set", key, value], env={**os.environ, **homes},
                               capture_output=True, text=True, timeout=60)  # fmt: skip
         assert done.returncode == 0, done.stderr
-    with Websites(hosts=2, slow_seconds=3) as web:
+    with Websites(hosts=2, slow_seconds=5) as web:
         served = Served(start_marks(tmp_path / "h.db", tmp_path), tmp_path / "h.db", tmp_path)
         context = browser.new_context(viewport={"width": 1200, "height": 800})
         page = context.new_page()
@@ -380,3 +380,16 @@ def test_the_health_view_runs_a_check_and_follows_it_to_the_end(checking):
         b for b in ui.served.http.get("/bookmarks").json()["items"] if b["title"] == "Gone page"
     )
     assert len(ui.served.http.get(f"/bookmarks/{gone['id']}/health").json()) == 2
+
+    # A check started elsewhere (here through the API) is followed instead of refused.
+    slow = next(
+        b for b in ui.served.http.get("/bookmarks").json()["items"] if b["title"] == "Slow page"
+    )
+    elsewhere = ui.served.http.post("/bookmarks/health", json={"ids": [slow["id"]]}).json()["id"]
+    ui.page.click("#check-links")
+    ui.page.wait_for_selector(
+        f"#view-health .health-run[data-check='{elsewhere}'][data-state=done]"
+    )
+    assert ui.served.http.get(f"/bookmarks/health/{elsewhere}").json()["by_result"] == {
+        "timeout": 1
+    }

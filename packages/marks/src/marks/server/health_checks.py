@@ -14,6 +14,7 @@ import secrets
 import threading
 from collections import OrderedDict
 from collections.abc import Callable
+from typing import Literal
 
 import msgspec
 
@@ -38,7 +39,7 @@ class CheckProgress(msgspec.Struct, kw_only=True):
     """A batch check as `GET /bookmarks/health/{check_id}` shows it."""
 
     id: str
-    state: str  # running, done, failed
+    state: Literal["running", "done", "failed"]
     started_at: dt.datetime
     finished_at: dt.datetime | None = None
     total: int = 0  # links to check
@@ -137,11 +138,13 @@ class HealthChecks:
                 else:
                     progress.results_omitted += 1
 
-        state, problem = "done", None
+        state: Literal["done", "failed"] = "done"
+        problem = None
         try:
             checker.run(selection, on_result=on_result, summary=run.summary)
         except BaseException as failure:  # kept readable as the check's error, never lost
-            state, problem = "failed", f"{type(failure).__name__}: {failure}".splitlines()[0]
+            state = "failed"
+            problem = f"{type(failure).__name__}: {failure}".splitlines()[0]
         finally:
             store.close()
             with self._lock:

@@ -64,8 +64,16 @@ export default {
         const body = ids.length ? { ids } : { query: "broken or unchecked" };
         button.disabled = true;
         try {
-          const check = await request("POST", "/bookmarks/health", { json: body });
-          const done = await follow(check.id, status, ui);
+          let id;
+          try {
+            id = (await request("POST", "/bookmarks/health", { json: body })).id;
+          } catch (error) {
+            if (error.status !== 429) throw error;
+            id = (await get("/bookmarks/health")).running; // one is running: follow it instead
+            if (!id) throw error;
+            ui.message("another link check is running: following it");
+          }
+          const done = await follow(id, status, ui);
           if (done) {
             await ui.refresh(); // the counts, the list and this view (showing `last`) again
             ui.message(`link check ${describe(done)}`);
