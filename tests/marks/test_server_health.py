@@ -18,7 +18,7 @@ from support.websites import Websites
 
 @pytest.fixture(scope="module")
 def web():
-    with Websites(hosts=2, slow_seconds=3) as sites:
+    with Websites(hosts=2, slow_seconds=5) as sites:
         yield sites
 
 
@@ -53,13 +53,23 @@ def configure(home, **values) -> None:
         assert done.returncode == 0, done.stderr
 
 
+def _server(home, timeout: int):
+    configure(home, health_timeout=timeout, health_retries=0)
+    return Served(start_marks(home / "library.db", home), home / "library.db", home)
+
+
 @pytest.fixture
 def fast(tmp_path):
     """A server whose checks give up quickly (1 s a link, no retries)."""
-    configure(tmp_path, health_timeout=1, health_retries=0)
-    server = Served(
-        start_marks(tmp_path / "library.db", tmp_path), tmp_path / "library.db", tmp_path
-    )
+    server = _server(tmp_path, 1)
+    yield server
+    server.close()
+
+
+@pytest.fixture
+def patient(tmp_path):
+    """Checks give up after 2 s: a check of /slow (5 s) stays running long enough to be seen."""
+    server = _server(tmp_path, 2)
     yield server
     server.close()
 
@@ -152,7 +162,8 @@ def test_recent_links_are_skipped_unless_forced(fast, web):
     assert forced["total"] == 1 and finished(fast, forced["id"])["by_result"] == {"ok": 1}
 
 
-def test_one_batch_at_a_time_and_errors_are_json(fast, web):
+def test_one_batch_at_a_time_and_errors_are_json(patient, web):
+    fast = patient
     slow = fast.add(web.url("/slow"), title="slow")["id"]
     running = fast.http.post("/bookmarks/health", json={"ids": [slow]})
     assert running.status_code == 202
