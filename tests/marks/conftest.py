@@ -1,5 +1,7 @@
 """Fixtures: a real SQLite library file per test, and the real CLI run in-process."""
 
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -10,6 +12,7 @@ from support.marksrun import Runner
 from support.marksserve import served  # noqa: F401  (a live `marks serve`, for test_server*)
 
 DATA = Path(__file__).with_name("data")
+EXAMPLE = Path(__file__).with_name("plugin_example")
 
 
 @pytest.fixture
@@ -32,3 +35,27 @@ def library(db_path) -> Library:
 @pytest.fixture
 def marks(db_path) -> Runner:
     return Runner(db_path)
+
+
+@pytest.fixture(scope="session")
+def plugin_site(tmp_path_factory) -> Path:
+    """tests/marks/plugin_example installed into a directory for `marks` processes' PYTHONPATH."""
+    site = tmp_path_factory.mktemp("site")
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "-q",
+            "--no-deps",
+            "--no-build-isolation",
+            "--disable-pip-version-check",
+            "--target",
+            str(site),
+            str(EXAMPLE),
+        ],
+        check=True,
+        capture_output=True,
+    )
+    return site

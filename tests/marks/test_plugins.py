@@ -7,8 +7,6 @@ processes get on PYTHONPATH, so the test venv itself is never changed.
 import json
 import os
 import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
@@ -17,31 +15,6 @@ from marks.keywords import KeywordSuggester
 from marks.library import Library
 from marks.plugins import Context, Plugins
 from support.marksrun import MARKS
-
-EXAMPLE = Path(__file__).with_name("plugin_example")
-
-
-@pytest.fixture(scope="module")
-def plugin_site(tmp_path_factory) -> Path:
-    site = tmp_path_factory.mktemp("site")
-    subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pip",
-            "install",
-            "-q",
-            "--no-deps",
-            "--no-build-isolation",
-            "--disable-pip-version-check",
-            "--target",
-            str(site),
-            str(EXAMPLE),
-        ],
-        check=True,
-        capture_output=True,
-    )
-    return site
 
 
 @pytest.fixture

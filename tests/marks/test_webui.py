@@ -306,3 +306,90 @@ def test_the_reading_queue_view(ui):
     queue.locator(f".queue-item[data-id='{ids[0]}'] .queue-remove").click()
     ui.page.wait_for_selector(f"#view-queue .queue-item[data-id='{ids[0]}']", state="detached")
     assert [i["id"] for i in ui.served.http.get("/queue").json()] == [ids[1]]
+
+
+@pytest.fixture
+def checking(browser, tmp_path):
+    """A UI on a server whose link checks give up after 2 s (the slow page takes 5), local pages."""
+    import os
+    import subprocess
+
+    from support.marksrun import MARKS
+    from support.websites import Websites
+
+    homes = {
+        f"XDG_{kind}_HOME": str(tmp_path / kind.lower()) for kind in ("CONFIG", "DATA", "STATE")
+    }
+    for key, value in (("health_timeout", "2"), ("health_retries", "0")):
+        done = subprocess.run([MARKS, "config", "set", key, value], env={**os.environ, **homes},
+                              capture_output=True, text=True, timeout=60)  # fmt: skip
+        assert done.returncode == 0, done.stderr
+    with Websites(hosts=2, slow_seconds=5) as web:
+        served = Served(start_marks(tmp_path / "h.db", tmp_path), tmp_path / "h.db", tmp_path)
+        context = browser.new_context(viewport={"width": 1200, "height": 800})
+        page = context.new_page()
+        page.set_default_timeout(15000)
+        view = UI(page, served, tmp_path / "screenshots")
+        view.web = web
+        try:
+            yield view
+        finally:
+            view.shot("at-the-end")
+            context.close()
+            served.close()
+    assert not view.errors, view.errors
+
+
+def test_the_health_view_runs_a_check_and_follows_it_to_the_end(checking):
+    ui, web = checking, checking.web
+    for title, url in (
+        ("Fine page", web.url("/ok")),
+        ("Gone page", web.url("/status/404")),
+        ("Slow page", web.url("/slow", 2)),
+        ("Closed port", web.closed_url),
+    ):
+        ui.served.add(url, title=title)  # fmt: skip
+    ui.open()
+    health = ui.page.locator("#view-health")
+    sync_api.expect(health.locator(".health-unchecked")).to_have_text("4 never checked")
+    assert health.locator("[data-nav=health-broken] .count").text_content() == "0"
+
+    ui.page.click("#check-links")
+    # The slow page keeps the check running for a second: the view shows it under way...
+    ui.page.wait_for_selector("#view-health .health-run[data-state=running]")
+    assert "checking:" in health.locator(".health-status").text_content()
+    ui.shot("health-running")
+    # ...then done, with the counts, the list and the collections refreshed.
+    ui.page.wait_for_selector("#view-health .health-run[data-state=done]", timeout=30000)
+    sync_api.expect(health.locator(".health-status")).to_contain_text("done: 4 of 4")
+    sync_api.expect(health.locator(".health-unchecked")).to_have_text("0 never checked")
+    sync_api.expect(health.locator(".health-unconfirmed")).to_have_text("3 not yet confirmed")
+    assert health.locator("[data-nav=health-broken] .count").text_content() == "3"
+    broken = ui.page.locator("[data-nav=collection-broken] .count")
+    assert broken.text_content() == "3"
+    ui.shot("health")
+
+    health.locator("[data-nav=health-broken]").click()
+    assert sorted(ui.showing("Broken links")) == ["Closed port", "Gone page", "Slow page"]
+
+    # With bookmarks selected, only those are checked.
+    ui.page.locator("#list > li", has_text="Gone page").locator("input[type=checkbox]").check()
+    ui.page.click("#check-links")
+    sync_api.expect(health.locator(".health-status")).to_contain_text("done: 1 of 1")
+    gone = next(
+        b for b in ui.served.http.get("/bookmarks").json()["items"] if b["title"] == "Gone page"
+    )
+    assert len(ui.served.http.get(f"/bookmarks/{gone['id']}/health").json()) == 2
+
+    # A check started elsewhere (here through the API) is followed instead of refused.
+    slow = next(
+        b for b in ui.served.http.get("/bookmarks").json()["items"] if b["title"] == "Slow page"
+    )
+    elsewhere = ui.served.http.post("/bookmarks/health", json={"ids": [slow["id"]]}).json()["id"]
+    ui.page.click("#check-links")
+    ui.page.wait_for_selector(
+        f"#view-health .health-run[data-check='{elsewhere}'][data-state=done]"
+    )
+    assert ui.served.http.get(f"/bookmarks/health/{elsewhere}").json()["by_result"] == {
+        "timeout": 1
+    }

@@ -144,6 +144,18 @@ class Health:
                 found.add(bookmark_id)
         return found
 
+    def confirmed_broken(self) -> int:
+        """How many bookmarks unreachable now are confirmed broken (by their latest check)."""
+        rows = self.store.execute(
+            "SELECT h.reachable, h.checked_at, h.failing_since FROM bookmarks b "
+            "JOIN health_checks h ON h.id = "
+            "(SELECT max(id) FROM health_checks WHERE bookmark_id = b.id) WHERE b.reachable = 0"
+        )
+        return sum(
+            self._confirmed(bool(row[0]), clock.from_text(row[1]), clock.from_text(row[2]))
+            for row in rows
+        )
+
     # --- choosing what to check ------------------------------------------------------------------
 
     def plan(self, selection: Selection, summary: Summary) -> int:

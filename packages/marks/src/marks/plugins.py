@@ -206,6 +206,11 @@ class Plugins:
         """Remember the context; `on_load` runs when a plugin is first used."""
         self._context = context
 
+    def load(self) -> None:
+        """Discover and run `on_load` now: a server does it once at start, before its worker
+        threads share this object (lazy discovery is for short commands)."""
+        self._active()
+
     def _active(self) -> list[_Loaded]:
         if self._loaded is None:
             self._discover()

@@ -50,6 +50,7 @@ def serve(host, port, token_file, names, origins) -> None:
         token=token,
         names=(*config["server_names"], *names),
         origins=(*config["cors_origins"], *origins),
+        config=config,
     )
     app = make_app(server)
     print(f"marks: library {server.db}", file=sys.stderr)

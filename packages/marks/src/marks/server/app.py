@@ -1,5 +1,6 @@
 """The Starlette application: every `routes_*` module's endpoints, the web UI, the guards."""
 
+import contextlib
 from pathlib import Path
 
 from starlette.applications import Starlette
@@ -11,7 +12,10 @@ from starlette.staticfiles import StaticFiles
 from marks.server import (
     openapi,
     routes_bookmarks,
+    routes_content,
+    routes_health,
     routes_library,
+    routes_plugins,
     routes_queue,
     routes_tags,
     routes_transfer,
@@ -24,7 +28,16 @@ from servekit import CorsPolicy, JSONResponse, exception_handlers
 STATIC = Path(__file__).with_name("static")
 # One module per resource. A capability that lands (health, queue, content, graph, browsers)
 # adds its `routes_<name>.py` here, and its web view as `static/views/<name>.js`.
-MODULES = (routes_bookmarks, routes_library, routes_queue, routes_tags, routes_transfer)
+MODULES = (
+    routes_bookmarks,
+    routes_content,
+    routes_health,
+    routes_library,
+    routes_plugins,
+    routes_queue,
+    routes_tags,
+    routes_transfer,
+)
 
 
 def endpoints() -> list[Endpoint]:
@@ -36,6 +49,7 @@ def endpoints() -> list[Endpoint]:
 def make_app(settings: ServerSettings) -> Starlette:
     libraries = Libraries(settings)
     libraries.store()  # open (and migrate) now: a bad database fails at start, not per request
+    libraries.start_plugins()
     declared = endpoints()
     document = openapi.build(declared)
     routes = [
@@ -53,12 +67,19 @@ def make_app(settings: ServerSettings) -> Starlette:
         Route("/", index, methods=["GET"]),
         Mount("/static", StaticFiles(directory=STATIC), name="static"),
     ]
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app):
+        yield
+        libraries.stop_plugins()  # plugins' on_unload
+
     cors = CorsPolicy.only(*settings.origins, allow_extensions=True)
     app = Starlette(
         routes=routes,
         exception_handlers=exception_handlers(),
         # CORS outermost, so the guard's refusals still carry its headers and a client reads them.
         middleware=[cors.middleware(), Middleware(Guard, settings=settings)],
+        lifespan=lifespan,
     )
     app.state.libraries = libraries
     return app

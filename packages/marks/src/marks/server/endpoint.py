@@ -8,6 +8,7 @@ into the JSON error body. `openapi.py` reads the same declarations, so the docum
 from what the server does.
 """
 
+import sys
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -20,10 +21,13 @@ import msgspec
 from starlette.requests import Request
 from starlette.responses import Response
 
+from marks import health
 from marks.filters import FilterError
 from marks.formats import FormatError
 from marks.library import Duplicate, Invalid, Library, MarksError, NotFound
+from marks.plugins import Context, Plugins
 from marks.queue import AlreadyQueued
+from marks.server.health_checks import Busy, HealthChecks
 from marks.server.settings import ServerSettings
 from marks.store import Store, StoreError
 from servekit import HTTPError, JSONResponse
@@ -74,16 +78,42 @@ class Call:
     path: dict[str, Any]
     body: Any = None
     settings: ServerSettings | None = None
+    libraries: "Libraries | None" = None  # the server's shared services (plugins, checks)
+
+    @property
+    def server(self) -> "Libraries":
+        assert self.libraries is not None, "set by make_handler"
+        return self.libraries
 
 
 class Libraries:
     """One SQLite connection per worker thread (APSW connections are not shared between
     threads here, and WAL lets readers run beside a writer); a fresh `Library` per request,
-    so no cache outlives a request while the CLI changes the same file."""
+    so no cache outlives a request while the CLI changes the same file.
+
+    One `Plugins` for the server's life (config `plugins` says which run), so API writes fire
+    `on_bookmark_added` & co. as the CLI's do; a failing plugin is reported to the server log and
+    disabled until the server restarts."""
 
     def __init__(self, settings: ServerSettings) -> None:
         self.settings = settings
         self._local = threading.local()
+        self.plugins = Plugins(enabled=settings.config.get("plugins") or {}, report=_log)
+        self._plugins_started = False
+        self._checks: HealthChecks | None = None
+        self._checks_lock = threading.Lock()
+
+    def start_plugins(self) -> None:
+        """Load the plugins (and run their `on_load`) before worker threads share them."""
+        if not self._plugins_started:
+            self._plugins_started = True
+            context = Context(library=Library(self.store()), config=self.settings.config)
+            self.plugins.start(context)
+            self.plugins.load()
+
+    def stop_plugins(self) -> None:
+        if self._plugins_started:
+            self.plugins.close()
 
     def store(self) -> Store:
         store = getattr(self._local, "store", None)
@@ -94,7 +124,26 @@ class Libraries:
         return store
 
     def library(self) -> Library:
-        return Library(self.store())
+        return Library(self.store(), plugins=self.plugins)
+
+    def open_library(self) -> Library:
+        """A library on a connection of its own, for a background thread (closed by it)."""
+        store = Store(self.settings.db)
+        store.db.setbusytimeout(self.settings.busy_timeout_ms)
+        return Library(store)
+
+    def health_options(self) -> health.Options:
+        return health.options_from_config(self.settings.config)
+
+    def health_checks(self) -> HealthChecks:
+        with self._checks_lock:
+            if self._checks is None:
+                self._checks = HealthChecks(self.open_library, self.health_options())
+            return self._checks
+
+
+def _log(message: str) -> None:
+    print(f"marks: {message}", file=sys.stderr, flush=True)
 
 
 def _flag(text: str) -> bool:
@@ -147,6 +196,8 @@ def domain_error(error: Exception) -> HTTPError:
         return HTTPError(409, "Already queued", message)
     if isinstance(error, NotFound):
         return HTTPError(404, "Not found", message)
+    if isinstance(error, Busy):
+        return HTTPError(429, "Too many requests", message, headers={"Retry-After": "5"})
     if isinstance(error, FilterError):
         return HTTPError(400, "Bad query", message)
     if isinstance(error, Invalid | FormatError):
@@ -214,6 +265,7 @@ def make_handler(endpoint: Endpoint, libraries: Libraries, settings: ServerSetti
             return await endpoint.handler(request, libraries, settings)
         call = Call(parse_params(endpoint.params, request), dict(request.path_params))
         call.settings = settings
+        call.libraries = libraries
         if endpoint.body is not None:
             call.body = decode(await read_body(request, settings.json_limit), endpoint.body)
         result = await in_thread(libraries, lambda library: endpoint.handler(library, call))

@@ -15,6 +15,7 @@ PHRASES = {
     409: "Duplicate (existing_id names the bookmark)",
     413: "Body too large",
     422: "Invalid input",
+    429: "Busy (another batch is running; Retry-After says when to ask again)",
 }
 
 

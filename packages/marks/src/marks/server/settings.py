@@ -35,6 +35,8 @@ class ServerSettings:
     tls: bool = False
     busy_timeout_ms: int = 30_000  # wait for the CLI's import rather than fail
     extra: dict = field(default_factory=dict)
+    # The config file's values the services read: health_* options, which plugins run.
+    config: dict = field(default_factory=dict)
 
     @property
     def loopback(self) -> bool:

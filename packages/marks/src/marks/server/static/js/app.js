@@ -37,6 +37,11 @@ const ui = {
       },
     }, h("span", { class: "label" }, label), count === null ? "" : h("span", { class: "count" }, count));
   },
+  selection: () => [...state.selected],
+  // After a change made from a view (a link check): the list and every sidebar count again.
+  async refresh() {
+    await Promise.all([load(), renderSidebar()]);
+  },
   show(view) {
     state.view = view;
     $("#search").value = "";
@@ -251,6 +256,7 @@ async function bulkTag() {
     await load();
     message(`tagged ${result.changed} bookmark(s) with ${tag}`); // after the reload, which clears it
     renderSidebar();
+    message(`tagged ${result.changed} bookmark(s) with ${tag}`); // after load(), which resets it
   } catch (error) {
     message(error.message, true);
   }

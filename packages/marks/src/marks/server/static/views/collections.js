@@ -7,6 +7,7 @@ const COLLECTIONS = [
   { id: "starred", title: "Starred", params: { starred: true }, count: "starred" },
   { id: "unread", title: "Unread", params: { query: "unread" }, count: "unread" },
   { id: "untagged", title: "Untagged", params: { query: "untagged" }, count: "untagged" },
+  { id: "broken", title: "Broken", params: { query: "broken" }, count: "broken" },
   { id: "recent", title: "Recently visited", params: { query: "visited", sort: "visited" } },
 ];
 

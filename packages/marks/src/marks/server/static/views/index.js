@@ -4,7 +4,8 @@
 // Adding a view (health, queue, ...) is one file here and one line below.
 import collections from "./collections.js";
 import dates from "./dates.js";
+import health from "./health.js";
 import queue from "./queue.js";
 import tags from "./tags.js";
 
-export default [collections, queue, tags, dates];
+export default [collections, queue, health, tags, dates];
