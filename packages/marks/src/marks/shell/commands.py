@@ -142,20 +142,20 @@ class Commands:
             pending = self._unconfirmed(location, listing.entries)
             for entry in listing.entries:
                 line = self._entry_line(entry, long)
-                if not entry.is_dir and entry.bookmark.id in pending:
+                if not entry.is_dir and entry.bookmark is not None and entry.bookmark.id in pending:
                     line += "  (not yet confirmed)"
                 self.out(line)
             shown = sum(1 for e in listing.entries if not e.is_dir)
             if listing.bookmarks_total > shown:
                 self.out(f"… and {listing.bookmarks_total - shown} more (ls -a shows all)")
 
-    def _unconfirmed(self, location: vfs.Location, entries) -> set[int]:
+    def _unconfirmed(self, location: vfs.Location, entries: list[Entry]) -> set[int]:
         """In /broken: the links whose failure is not confirmed by a later check yet."""
         if location.path != "/broken":
             return set()
         from marks.health import Health
 
-        ids = [entry.bookmark.id for entry in entries if not entry.is_dir]
+        ids = [e.bookmark.id for e in entries if not e.is_dir and e.bookmark is not None]
         return Health(self.s.library).unconfirmed_ids(ids)
 
     def _entry_line(self, entry: Entry, long: bool) -> str:
