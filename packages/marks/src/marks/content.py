@@ -122,7 +122,7 @@ class Content:
         ids: Sequence[int] = (),
         everything: bool = False,
         where: str = "",
-        bindings: Sequence[apsw.SQLiteValue] = (),
+        bindings: "Sequence[apsw.SQLiteValue]" = (),
     ) -> int:
         if not (ids or everything or where):
             raise Invalid("say which pages: IDS, --all or --query EXPR")

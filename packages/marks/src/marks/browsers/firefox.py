@@ -43,7 +43,7 @@ class Reader:
         self._stack.close()
         self.db = None
 
-    def _rows(self, sql: str, bindings: apsw.Bindings = ()) -> Iterator[tuple[Any, ...]]:
+    def _rows(self, sql: str, bindings: "apsw.Bindings" = ()) -> Iterator[tuple[Any, ...]]:
         assert self.db is not None, "use the reader as a context manager"
         return snapshot.rows(self.db, self.path, sql, bindings)
 

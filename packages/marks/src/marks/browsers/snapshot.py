@@ -60,7 +60,7 @@ def _check(db: apsw.Connection, path: Path, tables: Mapping[str, Iterable[str]])
 
 
 def rows(
-    db: apsw.Connection, path: Path, sql: str, bindings: apsw.Bindings = ()
+    db: apsw.Connection, path: Path, sql: str, bindings: "apsw.Bindings" = ()
 ) -> Iterator[tuple[Any, ...]]:
     """Rows of a query; a corrupt page part-way through is a BrowserError naming the file."""
     try:
