@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 import aiohttp
+import apsw
 
 from marks import clock, extract, webclient
 from marks.health import Options
@@ -117,11 +118,16 @@ class Content:
     # --- choosing --------------------------------------------------------------------------------
 
     def plan(
-        self, ids: Sequence[int] = (), everything: bool = False, where: str = "", bindings=()
+        self,
+        ids: Sequence[int] = (),
+        everything: bool = False,
+        where: str = "",
+        bindings: "Sequence[apsw.SQLiteValue]" = (),
     ) -> int:
         if not (ids or everything or where):
             raise Invalid("say which pages: IDS, --all or --query EXPR")
-        clauses, values = [], []
+        clauses: list[str] = []
+        values: list[apsw.SQLiteValue] = []
         if ids:
             for bookmark_id in ids:
                 self.library.get(bookmark_id)
@@ -148,11 +154,14 @@ class Content:
     def _planned(self) -> Iterator[tuple[int, str]]:
         last = 0
         while True:
-            rows = self.store.execute(
-                "SELECT seq, bookmark_id, url FROM temp.content_plan WHERE seq > ? "
-                "ORDER BY seq LIMIT ?",
-                (last, PAGE),
-            ).fetchall()
+            # A page of rows held at once (the cursor is not kept open across the yields).
+            rows = list(
+                self.store.execute(
+                    "SELECT seq, bookmark_id, url FROM temp.content_plan WHERE seq > ? "
+                    "ORDER BY seq LIMIT ?",
+                    (last, PAGE),
+                )
+            )
             if not rows:
                 return
             for seq, bookmark_id, url in rows:
@@ -186,11 +195,13 @@ class Content:
             summary.seconds = time.monotonic() - started
         return summary
 
-    async def _fetch_all(self, force: bool, finished) -> None:
+    async def _fetch_all(
+        self, force: bool, finished: Callable[[tuple[int, str], _Fetched], None]
+    ) -> None:
         settings = webclient.ClientSettings(
             self.options.concurrency, self.options.per_host, self.options.timeout
         )
-        scheduler: webclient.Scheduler = webclient.Scheduler(
+        scheduler: webclient.Scheduler[tuple[int, str], _Fetched] = webclient.Scheduler(
             settings.concurrency, settings.per_host
         )
         async with webclient.session(settings) as session:

@@ -7,6 +7,10 @@ later) before these built-in ones, so a `content_extractor` plugin is one more c
 import io
 import re
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from selectolax.lexbor import LexborHTMLParser
 
 MAX_TEXT = 1_000_000  # characters of text kept (and indexed) per page
 _META_CHARSET = re.compile(rb"""<meta[^>]+charset\s*=\s*["']?\s*([\w.:-]+)""", re.IGNORECASE)
@@ -85,7 +89,7 @@ def html_meta(html: str) -> Extracted:
     return Extracted(title=_title(tree), description=_description(tree), extractor="html")
 
 
-def _title(tree) -> str:
+def _title(tree: "LexborHTMLParser") -> str:
     node = tree.css_first("title")
     title = node.text(strip=True) if node is not None else ""
     if not title:
@@ -94,7 +98,7 @@ def _title(tree) -> str:
     return " ".join(title.split())
 
 
-def _description(tree) -> str:
+def _description(tree: "LexborHTMLParser") -> str:
     for selector in ('meta[name="description"]', 'meta[property="og:description"]'):
         node = tree.css_first(selector)
         if node is not None and (node.attributes.get("content") or "").strip():

@@ -13,6 +13,9 @@ import datetime as dt
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from typing import Any
+
+import apsw
 
 from marks import clock, linkcheck, webclient
 from marks.library import Library, NotFound
@@ -67,7 +70,7 @@ class Summary:
             (self.confirmed if check.confirmed else self.unconfirmed).append(check.id)
 
 
-def options_from_config(config: dict, **overrides) -> Options:
+def options_from_config(config: dict[str, Any], **overrides: float | None) -> Options:
     values = {
         "concurrency": config.get("health_concurrency", 20),
         "per_host": config.get("health_per_host", 4),
@@ -114,7 +117,7 @@ class Health:
         )
         return [self._from_row(row) for row in rows]
 
-    def _from_row(self, row) -> HealthCheck:
+    def _from_row(self, row: tuple[Any, ...]) -> HealthCheck:
         checked, since = clock.from_text(row[8]), clock.from_text(row[9])
         return HealthCheck(
             id=row[0],
@@ -130,7 +133,9 @@ class Health:
             confirmed=self._confirmed(bool(row[4]), checked, since),
         )
 
-    def _confirmed(self, reachable: bool, checked, since) -> bool:
+    def _confirmed(
+        self, reachable: bool, checked: dt.datetime | None, since: dt.datetime | None
+    ) -> bool:
         if reachable or checked is None or since is None:
             return False
         return checked - since >= dt.timedelta(hours=self.options.confirm_hours)
@@ -160,7 +165,8 @@ class Health:
 
     def plan(self, selection: Selection, summary: Summary) -> int:
         """Fill the temporary plan table; returns how many links will be checked."""
-        clauses, bindings = [], []
+        clauses: list[str] = []
+        bindings: list[apsw.SQLiteValue] = []
         if selection.ids:
             for bookmark_id in selection.ids:
                 if self.store.value("SELECT 1 FROM bookmarks WHERE id = ?", (bookmark_id,)) is None:
@@ -212,11 +218,14 @@ class Health:
     def _planned(self) -> Iterator[tuple[int, str]]:
         last = 0
         while True:
-            rows = self.store.execute(
-                "SELECT seq, bookmark_id, url FROM temp.health_plan WHERE seq > ? "
-                "ORDER BY seq LIMIT ?",
-                (last, PAGE),
-            ).fetchall()
+            # A page of rows held at once (the cursor is not kept open across the yields).
+            rows = list(
+                self.store.execute(
+                    "SELECT seq, bookmark_id, url FROM temp.health_plan WHERE seq > ? "
+                    "ORDER BY seq LIMIT ?",
+                    (last, PAGE),
+                )
+            )
             if not rows:
                 return
             for seq, bookmark_id, url in rows:
@@ -262,11 +271,15 @@ class Health:
             summary.seconds = time.monotonic() - started
         return summary
 
-    async def _check_all(self, gate: linkcheck.HostGate, finished) -> None:
+    async def _check_all(
+        self,
+        gate: linkcheck.HostGate,
+        finished: Callable[[tuple[int, str], linkcheck.Verdict], None],
+    ) -> None:
         settings = webclient.ClientSettings(
             self.options.concurrency, self.options.per_host, self.options.timeout
         )
-        scheduler: webclient.Scheduler = webclient.Scheduler(
+        scheduler: webclient.Scheduler[tuple[int, str], linkcheck.Verdict] = webclient.Scheduler(
             settings.concurrency, settings.per_host
         )
         async with webclient.session(settings) as session:
@@ -294,8 +307,8 @@ class Health:
                 "ORDER BY id DESC LIMIT 1",
                 (bookmark_id,),
             )
-            earlier = previous is not None and not previous[0] and previous[1]
-            since = clock.from_text(previous[1]) if earlier else now
+            earlier = previous[1] if previous is not None and not previous[0] else None
+            since = clock.from_text(earlier) if earlier else now
         return HealthCheck(
             id=bookmark_id,
             url=url,

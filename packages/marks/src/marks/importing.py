@@ -299,7 +299,7 @@ def bulk_load(importer: Importer) -> Iterator[None]:
             for (name,) in store.execute(
                 "SELECT name FROM sqlite_schema WHERE type = 'index' AND tbl_name IN "
                 "('bookmarks', 'bookmark_tags') AND sql IS NOT NULL"
-            ).fetchall()
+            )
         ]
     saved = [
         store.value("SELECT sql FROM sqlite_schema WHERE name = ?", (name,)) for _, name in dropped

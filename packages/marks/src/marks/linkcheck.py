@@ -10,6 +10,7 @@ import asyncio
 import socket
 import ssl
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import aiohttp
@@ -98,7 +99,7 @@ class HostGate:
         )
 
 
-def classify(status: int, redirected: bool, headers) -> str:
+def classify(status: int, redirected: bool, headers: Mapping[str, str]) -> str:
     if status in (403, 503) and headers.get("cf-mitigated", "").lower() == "challenge":
         return "blocked"
     if status >= 500:
@@ -108,7 +109,7 @@ def classify(status: int, redirected: bool, headers) -> str:
     return "redirect" if redirected else "ok"
 
 
-def _retry_after(headers) -> float | None:
+def _retry_after(headers: Mapping[str, str]) -> float | None:
     value = headers.get("Retry-After", "").strip()
     if value.isdigit():
         return min(float(value), MAX_RETRY_AFTER)
@@ -136,7 +137,9 @@ def _failure(error: BaseException) -> Verdict:
     return Verdict("connection_error", detail=str(error) or type(error).__name__)
 
 
-async def _request(session: aiohttp.ClientSession, method: str, url: str, timeout: float):
+async def _request(
+    session: aiohttp.ClientSession, method: str, url: str, timeout: float
+) -> tuple[int, bool, str, Mapping[str, str]]:
     async with session.request(
         method,
         url,

@@ -117,16 +117,17 @@ class Filesystem:
 
     def bookmarks_of(self, location: vfs.Location, *, below: bool = False) -> list[Bookmark]:
         """`ids()` as whole bookmarks, in one query (grep reads every field of each)."""
-        if location.is_bookmark:
-            return [self.library.get(location.bookmark_id)]  # type: ignore[arg-type]
+        if location.bookmark_id is not None:
+            return [self.library.get(location.bookmark_id)]
         selection = location.below if below else location.selection
         return [] if selection is None else self.bookmarks(selection)
 
     def ids(self, location: vfs.Location, *, below: bool = False) -> list[int]:
         """The bookmarks a command acts on here: this one, the directory's own (what `ls`
         shows, for bulk commands), or with `below` everything under it (for find and grep)."""
-        if location.is_bookmark:
-            return [location.bookmark_id]  # type: ignore[list-item]
+        if location.bookmark_id is not None:
+            return [location.bookmark_id]
+
         selection = location.below if below else location.selection
         if selection is None:
             return []
@@ -210,7 +211,10 @@ class Filesystem:
         """Every top-level count in one pass over the bookmarks, from the same filters the
         directories use (so a count and its listing can never disagree)."""
         counted = {name: selection for name, selection in vfs.COLLECTIONS.items()}
-        counted["recent"] = vfs.resolve("/", "/recent", self.now()).selection  # type: ignore
+        recent = vfs.resolve("/", "/recent", self.now()).selection
+        assert recent is not None  # /recent is a collection: it always has a selection
+        counted["recent"] = recent
+
         sums = ", ".join(f"total({selection.where})" for selection in counted.values())
         row = self.store.one(f"SELECT {sums} FROM bookmarks")
         assert row is not None  # an aggregate always has its one row

@@ -23,7 +23,7 @@ import msgspec
 from marks.library import MarksError
 
 if TYPE_CHECKING:
-    from importlib.metadata import EntryPoint
+    from importlib.metadata import EntryPoint, PackageMetadata
 
 GROUP = "marks.plugins"
 TYPES = {
@@ -136,8 +136,8 @@ class Plugins:
             name=point.name,
             type="",
             version=distribution.version if distribution is not None else "",
-            author=(meta.get("Author") or meta.get("Author-email") or "") if meta else "",
-            description=(meta.get("Summary") or "") if meta else "",
+            author=(_field(meta, "Author") or _field(meta, "Author-email")) if meta else "",
+            description=_field(meta, "Summary") if meta else "",
             builtin=point.value.startswith("marks."),
             entry_point=point.value,
         )
@@ -273,3 +273,9 @@ def _priority(value: Any) -> int:
         return int(value)
     except (TypeError, ValueError):
         return DEFAULT_PRIORITY
+
+
+def _field(meta: "PackageMetadata", name: str) -> str:
+    """A metadata field's first value, "" when absent (`get` is not in Python 3.11's protocol)."""
+    values = meta.get_all(name)
+    return str(values[0] or "") if values else ""

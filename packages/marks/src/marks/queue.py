@@ -96,11 +96,13 @@ class ReadingQueue:
         return None if row is None else _item(row)
 
     def stats(self) -> QueueStats:
-        queued, in_progress, completed = self.store.one(
+        counts = self.store.one(
             "SELECT count(*) FILTER (WHERE completed_at IS NULL), "
             "count(*) FILTER (WHERE completed_at IS NULL AND progress > 0), "
             "count(*) FILTER (WHERE completed_at IS NOT NULL) FROM reading_queue"
         )
+        assert counts is not None  # an aggregate without GROUP BY always gives one row
+        queued, in_progress, completed = counts
         by_priority = {level: 0 for level in PRIORITIES}
         for level, count in self.store.execute(
             "SELECT priority, count(*) FROM reading_queue WHERE completed_at IS NULL "

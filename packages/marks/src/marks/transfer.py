@@ -43,6 +43,15 @@ def detect(head: bytes) -> str:
     return "text"
 
 
+def _buffered(raw: BinaryIO) -> io.BufferedReader:
+    """`raw` with `peek` (a buffer around it unless it has one)."""
+    if isinstance(raw, io.BufferedReader):
+        return raw
+    # typing.BinaryIO declares no `readinto`, which BufferedReader's stub asks of its stream;
+    # every binary stream handed in here (files, stdin's buffer, BytesIO, uploads) has it.
+    return io.BufferedReader(raw)  # type: ignore[arg-type]
+
+
 def _text(raw: BinaryIO, encoding: str | None) -> io.TextIOWrapper:
     """A text stream for CSV and plain text: `encoding` if given, else a BOM's, else UTF-8."""
     if encoding is not None:
@@ -51,7 +60,7 @@ def _text(raw: BinaryIO, encoding: str | None) -> io.TextIOWrapper:
         except LookupError:
             raise FormatError(f"unknown encoding {encoding!r}") from None
         return io.TextIOWrapper(raw, encoding=encoding, newline="")
-    buffered = raw if isinstance(raw, io.BufferedReader) else io.BufferedReader(raw)  # type: ignore[arg-type,type-var]
+    buffered = _buffered(raw)
     name, _ = charset.bom(buffered.peek(4)[:4])
     name = {"utf-8": "utf-8-sig", "utf-16-le": "utf-16", "utf-16-be": "utf-16"}.get(
         name or "utf-8", name or "utf-8"
@@ -69,7 +78,7 @@ def records(
 ) -> Iterator[Record]:
     """The records of an import file in a format (`auto` detects it)."""
     if fmt == "auto":
-        buffered = raw if isinstance(raw, io.BufferedReader) else io.BufferedReader(raw)  # type: ignore[arg-type,type-var]
+        buffered = _buffered(raw)
         fmt, raw = detect(buffered.peek(4096)[:4096]), buffered
     if fmt == "json":
         return jsonfile.read(raw)

@@ -7,7 +7,7 @@ encoded as UTF-8). The fragment is kept: `#inbox/A` and `#inbox/B` are two pages
 """
 
 import re
-from urllib.parse import quote, urlsplit, urlunsplit
+from urllib.parse import SplitResult, quote, urlsplit, urlunsplit
 
 DEFAULT_PORTS = {"http": 80, "https": 443, "ftp": 21, "ws": 80, "wss": 443}
 ALLOWED_SCHEMES = {
@@ -121,7 +121,7 @@ def key(url: str) -> str:
         return url.strip()
 
 
-def _key(parts) -> str:
+def _key(parts: SplitResult) -> str:
     scheme = parts.scheme.lower()
     if scheme not in HIERARCHICAL and not parts.netloc:
         # mailto:, tel:, urn:, data:, magnet:... only the scheme is case-insensitive.
@@ -155,7 +155,7 @@ def domain(url: str) -> str:
     return _domain(urlsplit(url))
 
 
-def _domain(parts) -> str:
+def _domain(parts: SplitResult) -> str:
     return (parts.hostname or "").lower().removeprefix("www.")
 
 

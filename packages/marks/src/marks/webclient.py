@@ -96,7 +96,8 @@ def session(settings: ClientSettings) -> aiohttp.ClientSession:
 
 async def read_capped(response: aiohttp.ClientResponse, limit: int) -> tuple[bytes, bool]:
     """At most `limit` bytes of the body, and whether there was more."""
-    chunks, size = [], 0
+    chunks: list[bytes] = []
+    size = 0
     while size <= limit:
         chunk = await response.content.read(min(65536, limit + 1 - size))
         if not chunk:

@@ -108,5 +108,5 @@ class Reader:
         self._load()
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self._roots = None

@@ -11,6 +11,7 @@ import contextlib
 import datetime as dt
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import apsw
 
@@ -38,11 +39,11 @@ class Reader:
         self.db = self._stack.enter_context(snapshot.opened(self.path, TABLES))
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self._stack.close()
         self.db = None
 
-    def _rows(self, sql: str, bindings=()) -> Iterator[tuple]:
+    def _rows(self, sql: str, bindings: "apsw.Bindings" = ()) -> Iterator[tuple[Any, ...]]:
         assert self.db is not None, "use the reader as a context manager"
         return snapshot.rows(self.db, self.path, sql, bindings)
 

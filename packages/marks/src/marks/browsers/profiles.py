@@ -91,9 +91,15 @@ def _chromium(browser: str, base: Path) -> list[Profile]:
     ]
 
 
+class _CaseSensitiveParser(configparser.ConfigParser):
+    """Keys are case-sensitive in Firefox's profiles.ini (ConfigParser lower-cases them)."""
+
+    def optionxform(self, optionstr: str) -> str:
+        return optionstr
+
+
 def _firefox(base: Path) -> list[Profile]:
-    ini = configparser.ConfigParser(interpolation=None, strict=False)
-    ini.optionxform = str  # keys are case-sensitive in Firefox's file
+    ini = _CaseSensitiveParser(interpolation=None, strict=False)
     try:
         ini.read(base / "profiles.ini", encoding="utf-8")
     except (configparser.Error, UnicodeDecodeError):

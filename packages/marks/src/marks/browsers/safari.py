@@ -28,7 +28,7 @@ OWN_FOLDERS = {"BookmarksBar", "BookmarksMenu"}
 READING_LIST = "com.apple.ReadingList"
 
 
-def _utc(value) -> dt.datetime | None:
+def _utc(value: object) -> dt.datetime | None:
     if not isinstance(value, dt.datetime):
         return None
     # plistlib gives naive datetimes that are UTC (the format stores UTC).
@@ -45,7 +45,7 @@ class Reader:
         self._load()
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self._root = None
 
     def _load(self) -> dict:

@@ -8,18 +8,36 @@ visit of bookmarked pages; `all_history` also adds visited pages that are not bo
 
 import contextlib
 import datetime as dt
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
+from typing import Protocol
 
 import msgspec
 
 from marks.browsers import BrowserError, chromium, firefox, profiles, safari
 from marks.browsers.paths import BROWSERS, FAMILY
 from marks.browsers.profiles import Profile
+from marks.browsers.visits import Visit
 from marks.library import Invalid, Library, Record
 from marks.wire import ImportReport
 
-READERS = {"chromium": chromium.Reader, "firefox": firefox.Reader, "safari": safari.Reader}
+
+class Source(Protocol):
+    """What every browser's `Reader` offers, opened as a context manager."""
+
+    def __enter__(self) -> "Source": ...
+    def __exit__(self, *exc: object) -> None: ...
+    def count(self) -> int: ...
+    def urls(self) -> Iterator[str]: ...
+    def bookmarks(self) -> Iterator[Record]: ...
+    def history(self, since: dt.datetime | None = None) -> Iterator[Visit]: ...
+
+
+READERS: dict[str, Callable[[Path], Source]] = {
+    "chromium": chromium.Reader,
+    "firefox": firefox.Reader,
+    "safari": safari.Reader,
+}
 
 
 class BrowserImport(msgspec.Struct, kw_only=True):
@@ -31,7 +49,7 @@ class BrowserImport(msgspec.Struct, kw_only=True):
     errors: list[str] = []  # one line per profile that could not be read
 
 
-def reader(browser: str, path: Path | str):
+def reader(browser: str, path: Path | str) -> Source:
     return READERS[FAMILY[browser]](Path(path))
 
 
@@ -51,7 +69,7 @@ def list_profiles(
 
 def _records(
     browser: str,
-    source,
+    source: Source,
     *,
     history: bool,
     all_history: bool,
@@ -122,13 +140,13 @@ def import_browser(
     else:
         wanted = BROWSERS if browser == "all" else (browser,)
         chosen = {}
-        for found in profiles.find(home, wanted):
-            chosen.setdefault(found.browser, []).append(found)
+        for each in profiles.find(home, wanted):
+            chosen.setdefault(each.browser, []).append(each)
         if not chosen:
             where = Path(home) if home is not None else Path.home()
             what = "browser" if browser == "all" else browser
             raise BrowserError(f"no {what} profile found under {where}")
-    results = []
+    results: list[BrowserImport] = []
     with _rehearsal(library) if dry_run else contextlib.nullcontext():
         for name, found in chosen.items():
             results.append(
@@ -153,11 +171,13 @@ def _import_one(
     *,
     savepoint: bool,
     update: bool,
-    **options,
+    history: bool,
+    all_history: bool,
+    since: dt.datetime | None,
 ) -> BrowserImport:
     result = BrowserImport(browser=browser)
     with contextlib.ExitStack() as stack:
-        sources = []
+        sources: list[Source] = []
         for item in found:  # open (and check) every profile before writing anything
             try:
                 sources.append(stack.enter_context(reader(browser, item.path)))
@@ -169,7 +189,9 @@ def _import_one(
 
         def records() -> Iterator[Record]:
             for source in sources:
-                yield from _records(browser, source, **options)
+                yield from _records(
+                    browser, source, history=history, all_history=all_history, since=since
+                )
 
         # A fresh Library per import: its tag-id cache never outlives a rolled-back import.
         fresh = Library(library.store, library.now)

@@ -9,8 +9,9 @@ read-only: every committed row is seen and the browser's files are only ever rea
 import contextlib
 import shutil
 import tempfile
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
+from typing import Any
 
 import apsw
 
@@ -18,7 +19,7 @@ from marks.browsers import BrowserError
 
 
 @contextlib.contextmanager
-def opened(path: Path, tables: dict[str, Iterable[str]]) -> Iterator[apsw.Connection]:
+def opened(path: Path, tables: Mapping[str, Iterable[str]]) -> Iterator[apsw.Connection]:
     """A read-only connection to a private copy of `path`, whose schema has `tables` (each with
     the columns listed); otherwise BrowserError naming the file."""
     if not path.is_file():
@@ -44,9 +45,9 @@ def opened(path: Path, tables: dict[str, Iterable[str]]) -> Iterator[apsw.Connec
             db.close()
 
 
-def _check(db: apsw.Connection, path: Path, tables: dict[str, Iterable[str]]) -> None:
+def _check(db: apsw.Connection, path: Path, tables: Mapping[str, Iterable[str]]) -> None:
     try:
-        version = db.execute("PRAGMA user_version").fetchone()[0]
+        version = db.pragma("user_version")
         for table, columns in tables.items():
             have = {row[1] for row in db.execute(f"PRAGMA table_info({table})")}
             if not have:
@@ -58,7 +59,9 @@ def _check(db: apsw.Connection, path: Path, tables: dict[str, Iterable[str]]) ->
         raise BrowserError(f"{path}: not a readable SQLite database ({error})") from None
 
 
-def rows(db: apsw.Connection, path: Path, sql: str, bindings=()) -> Iterator[tuple]:
+def rows(
+    db: apsw.Connection, path: Path, sql: str, bindings: "apsw.Bindings" = ()
+) -> Iterator[tuple[Any, ...]]:
     """Rows of a query; a corrupt page part-way through is a BrowserError naming the file."""
     try:
         yield from db.execute(sql, bindings)

@@ -7,8 +7,14 @@ _1601 = dt.datetime(1601, 1, 1, tzinfo=UTC)
 _1970 = dt.datetime(1970, 1, 1, tzinfo=UTC)
 _2001 = dt.datetime(2001, 1, 1, tzinfo=UTC)
 
+# What the browsers store a time as: an integer or a real in SQLite, a digit string in Chromium's
+# JSON, or nothing.
+Stamp = int | float | str | bytes | None
 
-def _after(epoch: dt.datetime, value, per_second: int) -> dt.datetime | None:
+
+def _after(epoch: dt.datetime, value: Stamp, per_second: int) -> dt.datetime | None:
+    if value is None:
+        return None
     try:  # exact for integers and digit strings (floats lose microseconds past 2**53)
         number = value if isinstance(value, int) else int(value)
     except (TypeError, ValueError):
@@ -25,17 +31,17 @@ def _after(epoch: dt.datetime, value, per_second: int) -> dt.datetime | None:
         return None
 
 
-def chromium(value) -> dt.datetime | None:
+def chromium(value: Stamp) -> dt.datetime | None:
     """Microseconds since 1601-01-01 (Chromium's Bookmarks and History)."""
     return _after(_1601, value, 1_000_000)
 
 
-def firefox(value) -> dt.datetime | None:
+def firefox(value: Stamp) -> dt.datetime | None:
     """Microseconds since 1970-01-01 (Firefox's places.sqlite)."""
     return _after(_1970, value, 1_000_000)
 
 
-def safari(value) -> dt.datetime | None:
+def safari(value: Stamp) -> dt.datetime | None:
     """Seconds since 2001-01-01 (Safari's History.db, Apple's Core Data epoch)."""
     return _after(_2001, value, 1)
 

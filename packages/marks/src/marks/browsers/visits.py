@@ -1,11 +1,12 @@
 """What every browser reader yields from its history: one row per page."""
 
 import datetime as dt
-from typing import NamedTuple
+from dataclasses import dataclass
 
 
-class Visit(NamedTuple):
+@dataclass(frozen=True, slots=True)
+class Visit:
     url: str
     title: str
-    count: int
+    count: int  # a field, not a tuple: `count` would shadow tuple.count
     last: dt.datetime | None

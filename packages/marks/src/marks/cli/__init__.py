@@ -19,6 +19,7 @@ from marks import __version__
 
 if TYPE_CHECKING:  # imported lazily at run time: `marks --help` needs no SQLite
     from marks.library import Library
+    from marks.plugins import Plugins
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -47,7 +48,7 @@ class State:
     yes: bool = False
     _library: Any = field(default=None, repr=False)
     _config: dict | None = field(default=None, repr=False)
-    _plugins: Any = field(default=None, repr=False)
+    _plugins: "Plugins | None" = field(default=None, repr=False)
 
     @property
     def config(self) -> dict:
@@ -69,7 +70,7 @@ class State:
         return self.output or self.config["output"]
 
     @property
-    def plugins(self):
+    def plugins(self) -> "Plugins":
         """The command's plugins (discovered on first use); `on_unload` runs when it ends."""
         if self._plugins is None:
             from marks.plugins import Plugins

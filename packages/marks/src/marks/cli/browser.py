@@ -1,8 +1,11 @@
 """`marks browser list|import` and `marks import chrome|chromium|edge|brave|firefox|safari`."""
 
+import datetime as dt
+from typing import Any
+
 import click
 
-from marks.cli import Group, global_options, state
+from marks.cli import F, Group, global_options, state
 from marks.cli import output as show
 
 BROWSERS = ("chrome", "chromium", "edge", "brave", "firefox", "safari")  # = browsers.paths
@@ -45,7 +48,7 @@ def list_() -> None:
     )
 
 
-def _since(ctx, param, value):
+def _since(ctx: click.Context, param: click.Parameter, value: str | None) -> dt.datetime | None:
     if value is None:
         return None
     from marks import clock
@@ -56,7 +59,7 @@ def _since(ctx, param, value):
         raise click.BadParameter(str(error)) from None
 
 
-def import_options(function):
+def import_options(function: F) -> F:
     for option in reversed(
         [
             click.option(
@@ -94,7 +97,7 @@ def import_options(function):
     return function
 
 
-def run_import(name: str, **options) -> None:
+def run_import(name: str, **options: Any) -> None:
     from marks.browsers.service import import_browser
 
     verbose = options.pop("verbose")
@@ -128,7 +131,7 @@ def run_import(name: str, **options) -> None:
 @browser.command(name="import")
 @click.argument("name", metavar="BROWSER", type=click.Choice([*BROWSERS, "all"]))
 @import_options
-def import_(name: str, **options) -> None:
+def import_(name: str, **options: Any) -> None:
     """Import one browser's profiles (or all browsers found); tags imported/BROWSER."""
     run_import(name, **options)
 
@@ -137,7 +140,7 @@ def add_import_commands(group: click.Group) -> None:
     """`marks import chrome` ... : the same as `marks browser import chrome`."""
     for name in BROWSERS:
 
-        def command(name=name, **options) -> None:
+        def command(name: str = name, **options: Any) -> None:
             run_import(name, **options)
 
         group.command(

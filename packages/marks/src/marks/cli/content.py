@@ -1,11 +1,15 @@
 """`marks content refresh|view|auto-tag`: thin commands over `marks.content` and `marks.autotag`."""
 
 import sys
+from typing import TYPE_CHECKING
 
 import click
 
 from marks.cli import Group, confirm, global_options, state
 from marks.cli import output as show
+
+if TYPE_CHECKING:  # imported lazily at run time
+    from marks.wire import PageContent
 
 
 @click.group(cls=Group)
@@ -14,7 +18,7 @@ def content() -> None:
     """Fetch and keep pages' text (searchable), view it, suggest tags from it."""
 
 
-def _line(item) -> str:
+def _line(item: "PageContent") -> str:
     status = "" if item.status is None else str(item.status)
     about = item.detail or (f"{item.kind}, {item.words} words" if item.outcome == "stored" else "")
     title = f"  {item.title}" if item.title else ""
@@ -29,7 +33,15 @@ def _line(item) -> str:
 @click.option("--verbose", "-v", is_flag=True, help="Print every page.")
 @click.option("--concurrency", type=click.IntRange(1, 1000), default=None, help="Pages at once.")
 @click.option("--timeout", type=click.FloatRange(0.01, 600), default=None, help="Seconds a page.")
-def refresh(ids, everything, expression, force, verbose, concurrency, timeout) -> None:
+def refresh(
+    ids: tuple[int, ...],
+    everything: bool,
+    expression: str | None,
+    force: bool,
+    verbose: bool,
+    concurrency: int | None,
+    timeout: float | None,
+) -> None:
     """Fetch pages and store their original and readable text (HTML, PDF; at most 5 MiB)."""
     from marks import content as service
     from marks.filters import compile_filter
@@ -40,13 +52,14 @@ def refresh(ids, everything, expression, force, verbose, concurrency, timeout) -
     options = options_from_config(s.config, concurrency=concurrency, timeout=timeout)
     pages = service.Content(s.library, options)
     total = pages.plan(ids, everything, where, bindings)
-    results, failures = [], []
+    results: list[PageContent] = []
+    failures: list[PageContent] = []
     bar = None
     if s.format == "table" and not verbose and sys.stderr.isatty() and total:
         bar = click.progressbar(length=total, label="fetching", file=sys.stderr, width=30)
         bar.__enter__()
 
-    def on_result(item) -> None:
+    def on_result(item: "PageContent") -> None:
         if s.format == "json":
             results.append(item)
         elif verbose or s.format != "table":
@@ -113,7 +126,9 @@ def view(bookmark_id: int, raw: bool) -> None:
     show_default=True,
     help="Suggestions per bookmark.",
 )
-def auto_tag(ids, everything, apply_them, min_score, limit) -> None:
+def auto_tag(
+    ids: tuple[int, ...], everything: bool, apply_them: bool, min_score: float, limit: int
+) -> None:
     """Suggest tags with every enabled tag_suggester plugin (the built-in `keywords` included)."""
     from marks import autotag
     from marks import content as service

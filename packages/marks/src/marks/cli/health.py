@@ -1,14 +1,19 @@
 """`marks bookmark health`: a thin command over `marks.health`."""
 
 import sys
+from typing import TYPE_CHECKING
 
 import click
 
 from marks.cli import global_options, state
 from marks.cli import output as show
 
+if TYPE_CHECKING:  # imported lazily at run time
+    from marks.health import Options, Summary
+    from marks.wire import HealthCheck
 
-def _line(check) -> str:
+
+def _line(check: "HealthCheck") -> str:
     status = "" if check.status is None else str(check.status)
     mark = "" if check.reachable or check.confirmed else " (not yet confirmed)"
     detail = f"  {check.detail}" if check.detail else ""
@@ -21,7 +26,7 @@ class _JsonStream:
     def __init__(self) -> None:
         self.first = True
 
-    def write(self, check) -> None:
+    def write(self, check: "HealthCheck") -> None:
         sys.stdout.write(("[\n" if self.first else ",\n") + show._json.encode(check).decode())
         sys.stdout.flush()
         self.first = False
@@ -30,7 +35,7 @@ class _JsonStream:
         sys.stdout.write("[]\n" if self.first else "\n]\n")
 
 
-def _summary(summary, options, dry_run: bool, err: bool) -> None:
+def _summary(summary: "Summary", options: "Options", dry_run: bool, err: bool) -> None:
     from marks.linkcheck import LABELS, RESULTS
 
     def say(text: str) -> None:
@@ -105,17 +110,17 @@ def _summary(summary, options, dry_run: bool, err: bool) -> None:
 )
 @global_options
 def health(
-    ids,
-    broken,
-    unchecked,
-    expression,
-    force,
-    dry_run,
-    verbose,
-    concurrency,
-    per_host,
-    timeout,
-    retries,
+    ids: tuple[int, ...],
+    broken: bool,
+    unchecked: bool,
+    expression: str | None,
+    force: bool,
+    dry_run: bool,
+    verbose: bool,
+    concurrency: int | None,
+    per_host: int | None,
+    timeout: float | None,
+    retries: int | None,
 ) -> None:
     """Check that bookmarked links still work (all not checked for a day, by default).
 
@@ -142,7 +147,7 @@ def health(
         bar = click.progressbar(length=total, label="checking", file=sys.stderr, width=30)
         bar.__enter__()
 
-    def on_result(check) -> None:
+    def on_result(check: "HealthCheck") -> None:
         if stream is not None:
             stream.write(check)
         elif fmt == "csv":
@@ -175,7 +180,7 @@ def health(
         raise click.exceptions.Exit(130)
 
 
-def show_csv(check) -> list[str]:
+def show_csv(check: "HealthCheck") -> list[str]:
     import csv
     import io
 

@@ -28,7 +28,7 @@ def _fit(text: str, width: int) -> str:
     return text if len(text) <= width else text[: max(0, width - 1)] + "…"
 
 
-def table(rows: Sequence[Sequence[str]], headers: Sequence[str]) -> None:
+def table(rows: Sequence[Sequence[object]], headers: Sequence[str]) -> None:
     """Columns as wide as they need, the last ones shortened to fit the terminal."""
     if not rows:
         return

@@ -4,12 +4,18 @@ Numbers are read as arguments even when negative (`queue progress 3 -5`), so an 
 is the service's one-line error (exit 1), never a confusing "no such option".
 """
 
+from typing import TYPE_CHECKING
+
 import click
 import msgspec
 
 from marks.cli import Group, global_options, state
 from marks.cli import output as show
 from marks.wire import QueueItem
+
+if TYPE_CHECKING:  # imported lazily at run time
+    from marks.queue import ReadingQueue
+
 
 NUMBERS = {"ignore_unknown_options": True}
 
@@ -20,7 +26,7 @@ def queue() -> None:
     """Keep a reading queue: priorities 1 (highest) to 5, progress 0 to 100."""
 
 
-def _queue():
+def _queue() -> "ReadingQueue":
     from marks.queue import ReadingQueue
 
     return ReadingQueue(state().library.store, now=state().library.now)

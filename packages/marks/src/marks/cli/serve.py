@@ -19,7 +19,13 @@ from marks.cli import global_options, state
 )
 @click.option("--name", "names", multiple=True, help="Another Host name to answer to.")
 @click.option("--origin", "origins", multiple=True, help="A web origin allowed cross-origin.")
-def serve(host, port, token_file, names, origins) -> None:
+def serve(
+    host: str | None,
+    port: int | None,
+    token_file: str | None,
+    names: tuple[str, ...],
+    origins: tuple[str, ...],
+) -> None:
     """Run the REST API and the web UI (127.0.0.1:8000 by default)."""
     from marks import settings
     from marks.library import MarksError

@@ -4,6 +4,7 @@ import contextlib
 import os
 import sys
 import tempfile
+from typing import Any
 
 import click
 
@@ -15,7 +16,9 @@ from marks.cli.browser import add_import_commands as add_browser_imports
 class ImportGroup(Group):
     """`marks import FORMAT FILE`, or `marks import FILE` to detect the format from the file."""
 
-    def resolve_command(self, ctx: click.Context, args: list[str]):
+    def resolve_command(
+        self, ctx: click.Context, args: list[str]
+    ) -> tuple[str | None, click.Command | None, list[str]]:
         if args and args[0] not in self.commands and not args[0].startswith("-"):
             return "auto", self.commands["auto"], args
         return super().resolve_command(ctx, args)
@@ -27,7 +30,7 @@ def import_() -> None:
     """Import bookmarks from files (all or nothing): `marks import FILE` detects the format."""
 
 
-def _run_import(fmt: str, path: str, verbose: bool, **options) -> None:
+def _run_import(fmt: str, path: str, verbose: bool, **options: Any) -> None:
     from marks.transfer import import_file
 
     s = state()
@@ -64,7 +67,7 @@ def _run_import(fmt: str, path: str, verbose: bool, **options) -> None:
             click.echo(f"  {line}", err=True)
 
 
-def _import_command(fmt: str, summary: str, *, hidden: bool = False):
+def _import_command(fmt: str, summary: str, *, hidden: bool = False) -> click.Command:
     @click.argument("path", type=click.Path(dir_okay=False, allow_dash=True))
     @click.option(
         "--update",
@@ -79,7 +82,7 @@ def _import_command(fmt: str, summary: str, *, hidden: bool = False):
     @click.option(
         "--verbose", "-v", is_flag=True, help="List every skipped, merged and invalid entry."
     )
-    def command(path: str, verbose: bool, **options) -> None:
+    def command(path: str, verbose: bool, **options: Any) -> None:
         _run_import(fmt, path, verbose, **options)
 
     if fmt in ("html", "auto"):
@@ -117,7 +120,7 @@ def export() -> None:
     """Export every bookmark to a file or stdout."""
 
 
-def _write(fmt: str, target: str | None, **options) -> None:
+def _write(fmt: str, target: str | None, **options: Any) -> None:
     from marks.transfer import export as run_export
 
     library = state().library
@@ -137,8 +140,8 @@ def _write(fmt: str, target: str | None, **options) -> None:
     click.echo(f"exported {count} bookmark(s)", err=True)
 
 
-def _export_command(fmt: str, summary: str, hierarchical: bool = False):
-    def command(output_file: str | None, **options) -> None:
+def _export_command(fmt: str, summary: str, hierarchical: bool = False) -> None:
+    def command(output_file: str | None, **options: Any) -> None:
         _write(fmt, output_file, **options)
 
     command = click.option(

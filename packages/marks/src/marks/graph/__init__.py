@@ -7,6 +7,8 @@ other in cached page content. `build` computes the edges in SQL with bounded wor
 stores them; `query` reads them (neighbours, stats); `export` writes GEXF, GraphML and JSON.
 """
 
+from collections.abc import Iterable
+
 import msgspec
 
 from marks.library import MarksError
@@ -53,7 +55,7 @@ class GraphStats(msgspec.Struct, kw_only=True):
     built_at: str | None = None
 
 
-def counted_tags(names) -> set[str]:
+def counted_tags(names: Iterable[str]) -> set[str]:
     """A bookmark's tags as the graph counts them: each with its ancestors, provenance left out."""
     expanded: set[str] = set()
     for name in names:

@@ -9,7 +9,9 @@ bookmark keeps its NEIGHBOURS strongest edges. Work and memory are linear in the
 bookmarks times their tags.
 """
 
+import datetime as dt
 import time
+from collections.abc import Callable, Iterator
 
 from marks import clock
 from marks.graph import (
@@ -40,7 +42,7 @@ _TEMP = (
 )
 
 
-def build(store: Store, now=clock.now) -> BuildReport:
+def build(store: Store, now: Callable[[], dt.datetime] = clock.now) -> BuildReport:
     started = time.perf_counter()
     # Room for the temporary tables and the new edges' index pages in memory (SQLite's 2 MB
     # default makes the sorts spill to disk); put back afterwards.
@@ -56,7 +58,7 @@ def build(store: Store, now=clock.now) -> BuildReport:
     return report
 
 
-def _build(store: Store, now) -> BuildReport:
+def _build(store: Store, now: Callable[[], dt.datetime]) -> BuildReport:
     with store.transaction():
         _drop(store)
         try:
@@ -169,7 +171,7 @@ def _candidates(store: Store) -> None:
     )
     from marks import urls
 
-    def keyed():
+    def keyed() -> Iterator[tuple[int, str]]:
         for bookmark_id, url in links.cached_links(store):
             try:
                 yield bookmark_id, urls.key(url)

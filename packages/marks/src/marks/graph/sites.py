@@ -4,10 +4,14 @@
 
 import functools
 import ipaddress
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from publicsuffixlist import PublicSuffixList
 
 
 @functools.cache
-def _list():
+def _list() -> "PublicSuffixList":
     from publicsuffixlist import PublicSuffixList  # loaded only when a graph is built
 
     return PublicSuffixList()

@@ -92,9 +92,9 @@ class Commands:
             location = self.here(spec)
         else:
             location = self.here()
-        if not location.is_bookmark:
+        if location.bookmark_id is None:
             raise ShellError(f"{name}: not in a bookmark (give an id, or cd into one)")
-        return self.s.library.get(location.bookmark_id)  # type: ignore[arg-type]
+        return self.s.library.get(location.bookmark_id)
 
     def ask(self, question: str, name: str, force: str = "") -> None:
         """Ask before a bulk or destructive change; like the CLI, refuse when nobody can be
@@ -135,27 +135,27 @@ class Commands:
             location = self.here(path)
             if len(paths) > 1:
                 self.out(f"{location.path}:")
-            if location.is_bookmark:
-                self._ls_bookmark(location.bookmark_id, long)  # type: ignore[arg-type]
+            if location.bookmark_id is not None:
+                self._ls_bookmark(location.bookmark_id, long)
                 continue
             listing = self.s.fs.listing(location, everything=everything, counts=long)
             pending = self._unconfirmed(location, listing.entries)
             for entry in listing.entries:
                 line = self._entry_line(entry, long)
-                if not entry.is_dir and entry.bookmark.id in pending:
+                if not entry.is_dir and entry.bookmark is not None and entry.bookmark.id in pending:
                     line += "  (not yet confirmed)"
                 self.out(line)
             shown = sum(1 for e in listing.entries if not e.is_dir)
             if listing.bookmarks_total > shown:
                 self.out(f"… and {listing.bookmarks_total - shown} more (ls -a shows all)")
 
-    def _unconfirmed(self, location: vfs.Location, entries) -> set[int]:
+    def _unconfirmed(self, location: vfs.Location, entries: list[Entry]) -> set[int]:
         """In /broken: the links whose failure is not confirmed by a later check yet."""
         if location.path != "/broken":
             return set()
         from marks.health import Health
 
-        ids = [entry.bookmark.id for entry in entries if not entry.is_dir]
+        ids = [e.bookmark.id for e in entries if not e.is_dir and e.bookmark is not None]
         return Health(self.s.library).unconfirmed_ids(ids)
 
     def _entry_line(self, entry: Entry, long: bool) -> str:
@@ -279,9 +279,10 @@ class Commands:
     @command("stat [PATH]", "details of a bookmark or a directory")
     def do_stat(self, args: list[str]) -> None:
         location = self.here(args[0] if args else ".")
-        if location.is_bookmark:
-            self._ls_bookmark(location.bookmark_id, True)  # type: ignore[arg-type]
-            self._health_line(location.bookmark_id)  # type: ignore[arg-type]
+        if location.bookmark_id is not None:
+            self._ls_bookmark(location.bookmark_id, True)
+            self._health_line(location.bookmark_id)
+
             return
         listing = self.s.fs.listing(location)
         self.out(f"    path: {location.path}")
