@@ -252,3 +252,44 @@ def test_search_enhancers_rewrite_the_query_in_priority_order(db_path):
     assert [hit.bookmark.title for hit in library.search("py")] == ["python tricks"]
     assert reported == []
     store.close()
+
+
+def test_content_extractor_plugins_take_part_in_refresh(db_path):
+    from marks.content import Content
+    from marks.plugins import Extracted
+    from marks.store import Store
+    from support.websites import Websites
+
+    class Upper:
+        type, priority = "content_extractor", 1
+
+        def extract(self, url, content_type, body):
+            if "special" not in url:
+                return None  # not mine: the next extractor (or the built-in one) reads it
+            return Extracted(text=body.decode().upper()[:40], title="From the plugin")
+
+    class Broken:
+        type, priority = "content_extractor", 0
+
+        def extract(self, url, content_type, body):
+            raise RuntimeError("cannot read pages")
+
+    reported: list[str] = []
+    plugins = Plugins(
+        entry_points=[_Point("broken", Broken()), _Point("upper", Upper())], report=reported.append
+    )
+    store = Store(db_path)
+    library = Library(store, plugins=plugins)
+    with Websites(hosts=1) as web:
+        web.pages["special"] = ("Special", "words on the special page")
+        special = library.add(web.url("/page/special"))
+        plain = library.add(web.url("/page/plain"))
+        refresher = Content(library)
+        refresher.plan([special.id, plain.id])
+        refresher.refresh()
+    pages = Content(library)
+    assert pages.text(special.id).startswith("<!DOCTYPE HTML><HTML>")  # the plugin's reading
+    assert library.get(special.id).title == "From the plugin"
+    assert "Body of plain" in pages.text(plain.id)  # the built-in extractor for the rest
+    assert len(reported) == 1 and "plugin broken failed in extract" in reported[0]
+    store.close()

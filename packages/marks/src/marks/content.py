@@ -15,6 +15,7 @@ import time
 import zlib
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import aiohttp
 import apsw
@@ -23,6 +24,9 @@ from marks import clock, extract, webclient
 from marks.health import Options
 from marks.library import Invalid, Library, NotFound
 from marks.wire import PageContent
+
+if TYPE_CHECKING:
+    from marks.plugins import Plugins
 
 MAX_BYTES = 5 * 1024 * 1024
 PAGE = 500
@@ -53,6 +57,29 @@ class _Fetched:
     error: str = ""
 
 
+def plugin_extractors(plugins: "Plugins | None") -> list[Extractor]:
+    """content_extractor plugins as one extractor: the first (by priority) that understands a
+    page wins; one that raises is reported and disabled by `Plugins`, never stops the refresh."""
+    if plugins is None:
+        return []
+
+    def ask(page: extract.Page) -> extract.Extracted | None:
+        for name, found in plugins.apply(
+            "content_extractor", page.url, page.content_type, page.body
+        ):
+            text = getattr(found, "text", None)
+            if isinstance(text, str):
+                return extract.Extracted(
+                    text=text,
+                    title=str(getattr(found, "title", "") or ""),
+                    description=str(getattr(found, "description", "") or ""),
+                    extractor=name,
+                )
+        return None
+
+    return [ask]
+
+
 class Content:
     def __init__(
         self,
@@ -63,7 +90,8 @@ class Content:
         self.library = library
         self.store = library.store
         self.options = options or Options()
-        self.extractors = list(extractors)
+        # The caller's extractors, then the library's content_extractor plugins, then built-ins.
+        self.extractors = [*extractors, *plugin_extractors(library.plugins)]
 
     # --- reading ---------------------------------------------------------------------------------
 
