@@ -8,7 +8,7 @@ import datetime as dt
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
-from marks import clock, formats, importing, limits, search, tagnames, urls
+from marks import clock, formats, limits, search, tagnames, urls
 from marks.exceptions import Duplicate, Invalid, MarksError, NotFound
 from marks.rows import COLUMNS
 from marks.rows import to_bookmark as row_to_bookmark
@@ -530,6 +530,8 @@ class Library:
         transaction. A URL seen twice in one import is one bookmark with both sets of tags.
         Records may be plain `Bookmark`s or `formats.Record`s (which say where they came from).
         `strict` refuses the whole import when any entry is invalid or had to be repaired."""
+        from marks import importing  # only imports need it: other commands start faster
+
         return importing.import_records(
             self, records, update=update, strict=strict, progress=progress
         )
