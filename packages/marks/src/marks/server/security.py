@@ -1,12 +1,14 @@
 """Who may talk to the server, checked before any route runs.
 
-- DNS rebinding: the Host header must be an IP literal (the address the client connected to),
-  `localhost`, or a configured name. A page on evil.example that resolves to 127.0.0.1 sends
-  `Host: evil.example` and gets 403.
+- DNS rebinding: the Host header (and an absolute-form request target) must be a well-formed
+  `localhost`, a configured name, or an IP literal that can reach the bound socket. A page on
+  evil.example that resolves to 127.0.0.1 sends `Host: evil.example` and gets 403. A request that
+  repeats a header the guard decides on (Host, Origin, Authorization, ...) is refused (400).
 - Tokens: `Authorization: Token <t>` is checked whenever it is sent (a wrong one is 401). Bound
   beyond loopback, every API request needs it.
-- Cross-site requests: a request whose `Origin` is not the server's own (nor a configured
-  origin) or that the browser marks `Sec-Fetch-Site: cross-site/same-site` needs the token, so a
+- Cross-site requests: a request whose `Origin` is not exactly the server's own (scheme, host
+  and port; nor a configured origin), that the browser marks `Sec-Fetch-Site: cross-site/
+  same-site`, or, with neither header, whose `Referer` is another origin, needs the token, so a
   page elsewhere can neither change nor read the library. The web UI served here is same-origin
   and needs no token on loopback; the browser extension always sends one (Firefox gives each
   install a random origin, so no allowlist could name it).
@@ -16,6 +18,7 @@ The web UI's static files are public: they hold no data, and the UI asks for a t
 
 import hmac
 import ipaddress
+import re
 from urllib.parse import urlsplit
 
 from marks.server.settings import ServerSettings
@@ -26,19 +29,27 @@ PUBLIC_PREFIX = "/static/"
 UPLOAD_PREFIX = "/import/"
 
 
+# `name` or `name:port`, where name is a DNS name or an IPv4 literal, or `[IPv6]` with an
+# optional port. Anything else (`localhost:evil`, `[::1]evil.example`) is not a Host at all.
+_HOST = re.compile(r"^(\[[0-9a-f:.]+\]|[^\[\]:@/\\\s]+)(:[0-9]{1,5})?$")
+# Headers the guard decides on: sent twice, the guard and the application could read different
+# values, so a request repeating one is refused.
+_SINGLE = ("host", "origin", "authorization", "sec-fetch-site", "referer")
+
+
 def _host_name(value: str) -> str:
-    value = value.strip().lower()
-    if value.startswith("["):
-        return value[: value.find("]") + 1]
-    return value.rsplit(":", 1)[0] if value.count(":") == 1 else value
+    """The name part of a Host header, lowercased; "" when it is not a well-formed Host."""
+    found = _HOST.match(value.strip().lower())
+    return found.group(1) if found else ""
 
 
-def _is_ip(name: str) -> bool:
+def _ip(name: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
     try:
-        ipaddress.ip_address(name.strip("[]"))
+        address = ipaddress.ip_address(name.strip("[]"))
     except ValueError:
-        return False
-    return True
+        return None
+    mapped = getattr(address, "ipv4_mapped", None)
+    return mapped or address
 
 
 class BodyTooLarge(Exception):
@@ -54,19 +65,39 @@ class Guard:
         self.names = {"localhost", *(n.lower() for n in settings.names)}
         self.origins = {o.rstrip("/").lower() for o in settings.origins}
         self.token = settings.token.encode()
+        self.bound = _ip(settings.host) if settings.host != "localhost" else _ip("127.0.0.1")
+        self.scheme = "https" if settings.tls else "http"
 
     def host_allowed(self, host: str) -> bool:
+        """A configured name, `localhost`, or an IP literal that can reach this socket: on a
+        loopback or a specific address, only that address and loopback ones (a proxied port, an
+        ssh tunnel keep working); on a wildcard bind, any address (the token guards it)."""
         name = _host_name(host)
-        return bool(name) and (_is_ip(name) or name in self.names)
+        if name in self.names:
+            return True
+        address = _ip(name)
+        if address is None:
+            return False
+        if self.bound is None or self.bound.is_unspecified:
+            return True  # bound by name or to every address: any literal may lead here
+        return address.is_loopback or address == self.bound
 
     async def __call__(self, scope, receive, send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        headers = {}
+        headers: dict[str, str] = {}
+        repeated = None
         for key, value in scope["headers"]:
-            headers.setdefault(key.decode("latin-1").lower(), value.decode("latin-1"))
-        problem = self.check(scope, headers)
+            name = key.decode("latin-1").lower()
+            if name in headers and name in _SINGLE:
+                repeated = name
+            headers.setdefault(name, value.decode("latin-1"))
+        problem = (
+            (400, "Bad request", f"the {repeated} header is repeated", None)
+            if repeated
+            else self.check(scope, headers)
+        )
         if problem is not None:
             status, error, details, extra = problem
             await error_response(status, error, details, headers=extra)(scope, receive, send)
@@ -104,6 +135,10 @@ class Guard:
         """None when the request may go on, else (status, error, details, headers)."""
         if not self.host_allowed(headers.get("host", "")):
             return 403, "Forbidden", "unknown Host (DNS-rebinding guard)", None
+        target = scope.get("raw_path", b"").decode("latin-1")
+        # An absolute-form target (`GET http://evil.example/...`) names the real Host itself.
+        if "://" in target.split("?", 1)[0] and not self.host_allowed(urlsplit(target).netloc):
+            return 403, "Forbidden", "unknown Host (DNS-rebinding guard)", None
         path = scope["path"]
         if scope["method"] in ("GET", "HEAD") and (
             path in PUBLIC or path.startswith(PUBLIC_PREFIX)
@@ -126,17 +161,26 @@ class Guard:
         return None
 
     def _cross_site(self, headers: dict[str, str]) -> bool:
+        """Whether a browser says this request comes from a page that is not ours: by its
+        `Origin`, by `Sec-Fetch-Site`, or (an older browser sending neither) by its `Referer`."""
+        own = f"{self.scheme}://{headers.get('host', '').strip().lower()}"
         origin = headers.get("origin")
         if origin is not None:
-            origin = origin.rstrip("/").lower()
+            origin = origin.strip().rstrip("/").lower()
             if origin in self.origins:
                 return False
-            own = urlsplit(origin)
-            return own.netloc != headers.get("host", "").lower() or own.scheme not in (
-                "http",
-                "https",
-            )
-        return headers.get("sec-fetch-site", "same-origin") in ("cross-site", "same-site")
+            if origin != own:
+                return True
+        if headers.get("sec-fetch-site", "same-origin").strip().lower() in (
+            "cross-site",
+            "same-site",
+        ):
+            return True
+        referer = headers.get("referer")
+        if origin is None and referer:
+            parts = urlsplit(referer.strip())
+            return f"{parts.scheme}://{parts.netloc}".lower() not in (own, *self.origins)
+        return False
 
 
 def _challenge() -> dict[str, str]:
