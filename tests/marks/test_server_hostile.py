@@ -73,6 +73,29 @@ def test_a_repeated_security_header_is_refused(served):
         assert status == 400 and name.lower() in body["details"], name
 
 
+def test_an_answer_sent_before_the_body_was_read_closes_the_connection(served):
+    """Otherwise the server drops the connection silently and a keep-alive client's next request
+    fails ("server disconnected"). The body here is announced but never sent."""
+    port = int(served.url.rsplit(":", 1)[1])
+    for extra in ("Origin: https://evil.example", "Authorization: Token wrong", "X-Any: 1"):
+        path = "/nowhere" if extra == "X-Any: 1" else "/bookmarks"
+        with socket.create_connection(("127.0.0.1", port), timeout=30) as sock:
+            sock.sendall(
+                f"POST {path} HTTP/1.1\r\nHost: localhost\r\n{extra}\r\n"
+                "Content-Type: application/json\r\nContent-Length: 40\r\n\r\n".encode()
+            )
+            head = b""
+            while b"\r\n\r\n" not in head:
+                head += sock.recv(65536)
+        assert b"\r\nconnection: close\r\n" in head.lower(), (extra, head)
+    with served.http as client:  # and one keep-alive client goes on after refusals
+        for _ in range(20):
+            refused = client.post("/bookmarks", json={"url": "https://a.example/"},
+                                  headers={"Origin": "https://evil.example"})  # fmt: skip
+            assert refused.status_code == 403
+            assert client.get("/stats").status_code == 200
+
+
 # --- cross-site requests ----------------------------------------------------------------------
 
 

@@ -52,8 +52,37 @@ def _ip(name: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
     return mapped or address
 
 
-class BodyTooLarge(Exception):
-    pass
+class _Body:
+    """Follows one request's body. An answer sent before the body was read to its end (a refusal,
+    a 404, a 413) says `Connection: close`: the server drops the connection after it, and a
+    client told so opens a new one rather than sending its next request into a closed socket."""
+
+    def __init__(self, headers: dict[str, str]) -> None:
+        length = headers.get("content-length", "0").strip()
+        self.read = length in ("", "0") and "transfer-encoding" not in headers
+        self.seen = 0
+
+    def capped(self, receive, limit: int):
+        async def capped():
+            message = await receive()
+            self.seen += len(message.get("body", b""))
+            if not message.get("more_body", False):
+                self.read = True
+            if self.seen > limit:
+                from servekit import HTTPError
+
+                raise HTTPError(413, "Payload too large", f"the body is limited to {limit} bytes")
+            return message
+
+        return capped
+
+    def closing(self, send):
+        async def sending(message):
+            if message["type"] == "http.response.start" and not self.read:
+                message = {**message, "headers": [*message["headers"], (b"connection", b"close")]}
+            await send(message)
+
+        return sending
 
 
 class Guard:
@@ -98,6 +127,8 @@ class Guard:
             if repeated
             else self.check(scope, headers)
         )
+        body = _Body(headers)
+        send = body.closing(send)
         if problem is not None:
             status, error, details, extra = problem
             await error_response(status, error, details, headers=extra)(scope, receive, send)
@@ -113,23 +144,7 @@ class Guard:
                 scope, receive, send
             )
             return
-        await self.app(scope, self._capped(receive, limit), send)
-
-    @staticmethod
-    def _capped(receive, limit: int):
-        seen = 0
-
-        async def capped():
-            nonlocal seen
-            message = await receive()
-            seen += len(message.get("body", b""))
-            if seen > limit:
-                from servekit import HTTPError
-
-                raise HTTPError(413, "Payload too large", f"the body is limited to {limit} bytes")
-            return message
-
-        return capped
+        await self.app(scope, body.capped(receive, limit), send)
 
     def check(self, scope, headers: dict[str, str]):
         """None when the request may go on, else (status, error, details, headers)."""
