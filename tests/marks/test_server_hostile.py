@@ -5,6 +5,7 @@ second local HTTP server (another port, so another origin), and DNS rebinding is
 browser by mapping a made-up name to 127.0.0.1 with chromium's own host resolver rules.
 """
 
+import contextlib
 import json
 import socket
 import threading
@@ -262,18 +263,25 @@ class _Attacker(BaseHTTPRequestHandler):
         pass
 
 
-@pytest.fixture
-def attacker(served):
-    """A page on another origin (another local port) aimed at the served library."""
-    handler = type(
-        "Handler", (_Attacker,), {"page": ATTACK_PAGE.replace("TARGET", served.url).encode()}
-    )
+@contextlib.contextmanager
+def page_elsewhere(html: str):
+    """Serve one page from another local port (so another origin); yields its URL."""
+    handler = type("Handler", (_Attacker,), {"page": html.encode()})
     server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
-    yield f"http://127.0.0.1:{server.server_address[1]}/"
-    server.shutdown()
-    server.server_close()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+@pytest.fixture
+def attacker(served):
+    """A page on another origin aimed at the served library."""
+    with page_elsewhere(ATTACK_PAGE.replace("TARGET", served.url)) as url:
+        yield url
 
 
 def test_a_page_elsewhere_can_neither_write_nor_read(browser, served, attacker, tmp_path):
@@ -294,6 +302,31 @@ def test_a_page_elsewhere_can_neither_write_nor_read(browser, served, attacker, 
     items = served.http.get("/bookmarks").json()["items"]
     assert [item["url"] for item in items] == ["https://kept.example/"]
     assert items[0]["visit_count"] == 0
+
+
+def test_every_answer_forbids_framing_and_sniffing(served):
+    for path in ("/", "/bookmarks", "/nowhere", "/static/js/app.js"):
+        response = served.http.get(path)
+        assert response.headers["x-frame-options"] == "DENY"
+        assert "frame-ancestors 'none'" in response.headers["content-security-policy"]
+        assert response.headers["x-content-type-options"] == "nosniff"
+
+
+def test_the_web_ui_cannot_be_framed_by_another_site(browser, served, tmp_path):
+    """Clickjacking: a framed UI is same-origin, so its buttons would pass every other check."""
+    served.add("https://kept.example/", title="kept")
+    framing = f'<!doctype html><iframe id="ui" src="{served.url}/"></iframe>'
+    context = browser.new_context()
+    page = context.new_page()
+    try:
+        with page_elsewhere(framing) as url:
+            page.goto(url)  # waits for the load event, the frame's included
+            ui = next(frame for frame in page.frames if frame is not page.main_frame)
+            ui.wait_for_load_state()
+            assert ui.locator("#list").count() == 0  # the UI's document never loaded in it
+            page.screenshot(path=str(tmp_path / "framed.png"))
+    finally:
+        context.close()
 
 
 def test_a_rebound_name_gets_403_in_the_browser_and_the_ui_still_works(browser, served):

@@ -32,6 +32,20 @@ UPLOAD_PREFIX = "/import/"
 # `name` or `name:port`, where name is a DNS name or an IPv4 literal, or `[IPv6]` with an
 # optional port. Anything else (`localhost:evil`, `[::1]evil.example`) is not a Host at all.
 _HOST = re.compile(r"^(\[[0-9a-f:.]+\]|[^\[\]:@/\\\s]+)(:[0-9]{1,5})?$")
+# On every answer. The web UI may not be framed by another site (clickjacking: a framed UI is
+# same-origin, so its clicks would pass every check above); it loads only its own files and runs
+# no inline script, so an HTML string that slipped into the page could not run either; and no
+# answer is sniffed into another type (an export opened in a tab stays what it says it is).
+HARDENING = (
+    (
+        b"content-security-policy",
+        b"default-src 'self'; img-src 'self' data:; object-src 'none'; base-uri 'none'; "
+        b"form-action 'self'; frame-ancestors 'none'",
+    ),
+    (b"x-frame-options", b"DENY"),
+    (b"x-content-type-options", b"nosniff"),
+    (b"referrer-policy", b"same-origin"),
+)
 # Headers the guard decides on: sent twice, the guard and the application could read different
 # values, so a request repeating one is refused.
 _SINGLE = ("host", "origin", "authorization", "sec-fetch-site", "referer")
@@ -55,7 +69,8 @@ def _ip(name: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
 class _Body:
     """Follows one request's body. An answer sent before the body was read to its end (a refusal,
     a 404, a 413) says `Connection: close`: the server drops the connection after it, and a
-    client told so opens a new one rather than sending its next request into a closed socket."""
+    client told so opens a new one rather than sending its next request into a closed socket.
+    Every answer also carries the HARDENING headers."""
 
     def __init__(self, headers: dict[str, str]) -> None:
         length = headers.get("content-length", "0").strip()
@@ -78,8 +93,9 @@ class _Body:
 
     def closing(self, send):
         async def sending(message):
-            if message["type"] == "http.response.start" and not self.read:
-                message = {**message, "headers": [*message["headers"], (b"connection", b"close")]}
+            if message["type"] == "http.response.start":
+                extra = [*HARDENING, *([(b"connection", b"close")] if not self.read else [])]
+                message = {**message, "headers": [*message["headers"], *extra]}
             await send(message)
 
         return sending
