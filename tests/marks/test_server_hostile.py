@@ -102,8 +102,8 @@ def test_an_answer_sent_before_the_body_was_read_closes_the_connection(served):
 
 def test_only_the_exact_own_origin_is_same_origin(served):
     port = served.url.rsplit(":", 1)[1]
-    for origin in (f"https://127.0.0.1:{port}", f"http://127.0.0.1:{port}/x",
-                   f"http://localhost:{port}", "null"):  # fmt: skip
+    for origin in (f"http://127.0.0.1:{int(port) + 1}", f"http://127.0.0.1:{port}/x",
+                   f"http://localhost:{port}", f"ftp://127.0.0.1:{port}", "null"):  # fmt: skip
         refused = served.http.post(
             "/bookmarks", json={"url": "https://a.example/"}, headers={"Origin": origin}
         )

@@ -6,12 +6,12 @@
   repeats a header the guard decides on (Host, Origin, Authorization, ...) is refused (400).
 - Tokens: `Authorization: Token <t>` is checked whenever it is sent (a wrong one is 401). Bound
   beyond loopback, every API request needs it.
-- Cross-site requests: a request whose `Origin` is not exactly the server's own (scheme, host
-  and port; nor a configured origin), that the browser marks `Sec-Fetch-Site: cross-site/
-  same-site`, or, with neither header, whose `Referer` is another origin, needs the token, so a
-  page elsewhere can neither change nor read the library. The web UI served here is same-origin
-  and needs no token on loopback; the browser extension always sends one (Firefox gives each
-  install a random origin, so no allowlist could name it).
+- Cross-site requests: a request whose `Origin` is not exactly the server's own (host and
+  port, over http or https; nor a configured origin), that the browser marks `Sec-Fetch-Site:
+  cross-site/same-site`, or, with neither header, whose `Referer` is another origin, needs the
+  token, so a page elsewhere can neither change nor read the library. The web UI served here is
+  same-origin and needs no token on loopback; the browser extension always sends one (Firefox
+  gives each install a random origin, so no allowlist could name it).
 - Request bodies are capped (413), also when the length is not announced.
 The web UI's static files are public: they hold no data, and the UI asks for a token when needed.
 """
@@ -194,13 +194,16 @@ class Guard:
     def _cross_site(self, headers: dict[str, str]) -> bool:
         """Whether a browser says this request comes from a page that is not ours: by its
         `Origin`, by `Sec-Fetch-Site`, or (an older browser sending neither) by its `Referer`."""
-        own = f"{self.scheme}://{headers.get('host', '').strip().lower()}"
+        host = headers.get("host", "").strip().lower()
+        # Our own scheme, or https in front of it: a reverse proxy on a configured name may end
+        # TLS, and nothing else can listen on this very host and port.
+        own = {f"{self.scheme}://{host}", f"https://{host}"}
         origin = headers.get("origin")
         if origin is not None:
             origin = origin.strip().rstrip("/").lower()
             if origin in self.origins:
                 return False
-            if origin != own:
+            if origin not in own:
                 return True
         if headers.get("sec-fetch-site", "same-origin").strip().lower() in (
             "cross-site",
@@ -210,7 +213,7 @@ class Guard:
         referer = headers.get("referer")
         if origin is None and referer:
             parts = urlsplit(referer.strip())
-            return f"{parts.scheme}://{parts.netloc}".lower() not in (own, *self.origins)
+            return f"{parts.scheme}://{parts.netloc}".lower() not in (*own, *self.origins)
         return False
 
 
