@@ -16,7 +16,7 @@ import datetime as dt
 import re
 from typing import Any
 
-from marks import clock, search
+from marks import clock, limits, search
 from marks.exceptions import Invalid
 
 TEXT = {"url": "url", "title": "title", "description": "description", "domain": "domain"}
@@ -73,6 +73,8 @@ class _Compiler:
     def __init__(self, text: str) -> None:
         self.tokens = _tokens(text)
         self.position = 0
+        self.depth = 0
+        self.terms = 0
         self.bindings: list[Any] = []
 
     def peek(self, kind: str | None = None, *words: str) -> bool:
@@ -118,12 +120,21 @@ class _Compiler:
         return parts[0] if len(parts) == 1 else "(" + " AND ".join(parts) + ")"
 
     def parse_not(self) -> str:
-        if self.peek("word", "not"):
-            self.take()
-            return f"NOT ({self.parse_not()})"
-        return self.parse_atom()
+        self.depth += 1  # every parenthesis and every NOT passes here
+        if self.depth > limits.QUERY_NESTING:
+            raise FilterError(f"the filter nests more than {limits.QUERY_NESTING} levels deep")
+        try:
+            if self.peek("word", "not"):
+                self.take()
+                return f"NOT ({self.parse_not()})"
+            return self.parse_atom()
+        finally:
+            self.depth -= 1
 
     def parse_atom(self) -> str:
+        self.terms += 1
+        if self.terms > limits.QUERY_TERMS:
+            raise FilterError(f"the filter has more than {limits.QUERY_TERMS} terms")
         kind, value = self.take()
         if (kind, value) == ("paren", "("):
             inner = self.parse_or()

@@ -55,6 +55,8 @@ def _clean_tags(names: Iterable[str]) -> list[str]:
         except tagnames.InvalidTag as error:
             raise Invalid(str(error)) from None
         seen.setdefault(tagnames.key(tag), tag)
+    if len(seen) > limits.TAGS_PER_BOOKMARK:
+        raise Invalid(f"{len(seen)} tags: a bookmark has at most {limits.TAGS_PER_BOOKMARK}")
     return sorted(seen.values(), key=nocase)
 
 

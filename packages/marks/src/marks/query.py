@@ -17,6 +17,7 @@ import re
 from dataclasses import dataclass
 from typing import TypeAlias
 
+from marks import limits
 from marks.exceptions import Invalid
 
 FIELDS = {"title": "title", "url": "url", "description": "description", "desc": "description"}
@@ -97,6 +98,8 @@ class _Parser:
     def __init__(self, text: str) -> None:
         self.tokens = _tokens(text)
         self.position = 0
+        self.depth = 0
+        self.terms = 0
 
     def peek(self) -> str | None:
         return self.tokens[self.position] if self.position < len(self.tokens) else None
@@ -130,16 +133,25 @@ class _Parser:
         return children[0] if len(children) == 1 else And(tuple(children))
 
     def parse_unary(self) -> Node:
-        token = self.peek()
-        if token == "NOT":
-            self.take()
-            return Not(self.parse_unary())
-        if token is not None and token.startswith("-") and len(token) > 1:
-            self.tokens[self.position] = token[1:]
-            return Not(self.parse_unary())
-        return self.parse_atom()
+        self.depth += 1  # every parenthesis, NOT and `-` passes here
+        if self.depth > limits.QUERY_NESTING:
+            raise QueryError(f"the search nests more than {limits.QUERY_NESTING} levels deep")
+        try:
+            token = self.peek()
+            if token == "NOT":
+                self.take()
+                return Not(self.parse_unary())
+            if token is not None and token.startswith("-") and len(token) > 1:
+                self.tokens[self.position] = token[1:]
+                return Not(self.parse_unary())
+            return self.parse_atom()
+        finally:
+            self.depth -= 1
 
     def parse_atom(self) -> Node:
+        self.terms += 1
+        if self.terms > limits.QUERY_TERMS:
+            raise QueryError(f"the search has more than {limits.QUERY_TERMS} terms")
         token = self.peek()
         if token is None:
             raise QueryError("the search ends where a word was expected")

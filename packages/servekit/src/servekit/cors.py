@@ -6,13 +6,29 @@ the origins it is told about (and, optionally, browser-extension origins), never
 
 from dataclasses import dataclass, field
 
+from starlette.datastructures import Headers
 from starlette.middleware import Middleware
 from starlette.middleware.cors import CORSMiddleware
+from starlette.responses import Response
+
+from servekit.errors import error_response
 
 # chrome-extension://<32 letters a-p>, moz-extension://<uuid>, safari-web-extension://<uuid>
 EXTENSION_ORIGINS = (
     r"^(chrome-extension://[a-p]{32}|(moz|safari-web)-extension://[0-9a-fA-F-]{36})$"
 )
+
+
+class _CORSMiddleware(CORSMiddleware):
+    """Starlette's, except that a refused preflight is the JSON error body every other error is,
+    and carries no CORS header at all (nothing in it may look like a grant)."""
+
+    def preflight_response(self, request_headers: Headers) -> Response:
+        response = super().preflight_response(request_headers)
+        if response.status_code == 200:
+            return response
+        details = bytes(response.body).decode("utf-8", "replace")
+        return error_response(400, "CORS preflight refused", details, headers={"Vary": "Origin"})
 
 
 @dataclass(frozen=True)
@@ -41,7 +57,7 @@ class CorsPolicy:
 
     def middleware(self) -> Middleware:
         return Middleware(
-            CORSMiddleware,  # type: ignore[arg-type]
+            _CORSMiddleware,  # type: ignore[arg-type]
             allow_origins=["*"] if self.allow_any_origin else list(self.origins),
             allow_origin_regex=EXTENSION_ORIGINS if self.allow_extensions else None,
             allow_methods=list(self.methods),

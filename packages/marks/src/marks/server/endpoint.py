@@ -168,6 +168,8 @@ def parse_params(params: tuple[Param, ...], request: Request) -> dict[str, Any]:
             if param.kind is bool:
                 value: Any = _flag(text)
             elif param.kind is int:
+                if not text.lstrip("-").isdigit() or not text.isascii():  # int() takes any digits
+                    raise ValueError(f"expected a whole number, not {text!r}")
                 value = int(text)
             else:
                 value = text
@@ -252,7 +254,7 @@ def decode(body: bytes, kind: Any) -> Any:
         return msgspec.json.decode(body, type=kind)
     except msgspec.ValidationError as error:
         raise HTTPError(422, "Invalid", str(error)) from None
-    except msgspec.DecodeError as error:
+    except (msgspec.DecodeError, UnicodeDecodeError) as error:  # msgspec: bad UTF-8 is the latter
         raise HTTPError(400, "Bad request", f"the body is not JSON: {error}") from None
 
 
