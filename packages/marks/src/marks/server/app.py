@@ -1,12 +1,14 @@
 """The Starlette application: every `routes_*` module's endpoints, the web UI, the guards."""
 
 import contextlib
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
-from starlette.responses import FileResponse
-from starlette.routing import Mount, Route
+from starlette.requests import Request
+from starlette.responses import FileResponse, Response
+from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from marks.server import (
@@ -52,14 +54,14 @@ def make_app(settings: ServerSettings) -> Starlette:
     libraries.start_plugins()
     declared = endpoints()
     document = openapi.build(declared)
-    routes = [
+    routes: list[BaseRoute] = [
         Route(e.path, make_handler(e, libraries, settings), methods=[e.method]) for e in declared
     ]
 
-    async def openapi_json(request):
+    async def openapi_json(request: Request) -> Response:
         return JSONResponse(document)
 
-    async def index(request):
+    async def index(request: Request) -> Response:
         return FileResponse(STATIC / "index.html", headers={"Cache-Control": "no-cache"})
 
     routes += [
@@ -69,7 +71,7 @@ def make_app(settings: ServerSettings) -> Starlette:
     ]
 
     @contextlib.asynccontextmanager
-    async def lifespan(app):
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
         yield
         libraries.stop_plugins()  # plugins' on_unload
 

@@ -10,7 +10,7 @@ from what the server does.
 
 import sys
 import threading
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -258,7 +258,9 @@ def decode(body: bytes, kind: Any) -> Any:
         raise HTTPError(400, "Bad request", f"the body is not JSON: {error}") from None
 
 
-def make_handler(endpoint: Endpoint, libraries: Libraries, settings: ServerSettings):
+def make_handler(
+    endpoint: Endpoint, libraries: Libraries, settings: ServerSettings
+) -> Callable[[Request], Awaitable[Response]]:
     async def handle(request: Request) -> Response:
         for _name, value in request.path_params.items():
             if isinstance(value, int) and value > MAX_ID:

@@ -67,9 +67,9 @@ def by_date(library: Library, call: Call) -> DatePage:
     needed = {"year": 0, "month": 1, "day": 2}[granularity]  # parts above the level asked for
     if q["day"] is not None:
         needed = 3
-    given = [part for part in parts[:needed]]
-    if None in given:
-        missing = ("year", "month", "day")[given.index(None)]
+    given = [part for part in parts[:needed] if part is not None]
+    if len(given) < needed:
+        missing = ("year", "month", "day")[parts[:needed].index(None)]
         raise HTTPError(400, "Bad request", f"granularity {granularity} needs {missing}")
     path = "/".join(["/by-date", q["field"], *given])
     filesystem = Filesystem(library)

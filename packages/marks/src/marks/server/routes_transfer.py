@@ -12,6 +12,7 @@ import queue
 import tempfile
 import threading
 from collections.abc import Iterator
+from typing import TextIO, cast
 
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
@@ -80,7 +81,8 @@ def _stream(settings: ServerSettings, fmt: str, hierarchical: bool) -> Iterator[
             options = {"hierarchical": hierarchical} if fmt == "html" else {}
             store.execute("BEGIN")  # a read transaction: one snapshot for the whole file
             try:
-                transfer.export(Library(store), fmt, pipe, **options)
+                # The exporters only write() text: the pipe is all the file they need.
+                transfer.export(Library(store), fmt, cast(TextIO, pipe), **options)
                 pipe.flush()
             finally:
                 store.execute("COMMIT")

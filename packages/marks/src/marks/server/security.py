@@ -21,6 +21,8 @@ import ipaddress
 import re
 from urllib.parse import urlsplit
 
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
 from marks.server.settings import ServerSettings
 from servekit import error_response
 
@@ -77,8 +79,8 @@ class _Body:
         self.read = length in ("", "0") and "transfer-encoding" not in headers
         self.seen = 0
 
-    def capped(self, receive, limit: int):
-        async def capped():
+    def capped(self, receive: Receive, limit: int) -> Receive:
+        async def capped() -> Message:
             message = await receive()
             self.seen += len(message.get("body", b""))
             if not message.get("more_body", False):
@@ -91,8 +93,8 @@ class _Body:
 
         return capped
 
-    def closing(self, send):
-        async def sending(message):
+    def closing(self, send: Send) -> Send:
+        async def sending(message: Message) -> None:
             if message["type"] == "http.response.start":
                 extra = [*HARDENING, *([(b"connection", b"close")] if not self.read else [])]
                 message = {**message, "headers": [*message["headers"], *extra]}
@@ -104,7 +106,7 @@ class _Body:
 class Guard:
     """Pure ASGI middleware (no per-request objects beyond the checks themselves)."""
 
-    def __init__(self, app, settings: ServerSettings) -> None:
+    def __init__(self, app: ASGIApp, settings: ServerSettings) -> None:
         self.app = app
         self.settings = settings
         self.names = {"localhost", *(n.lower() for n in settings.names)}
@@ -127,7 +129,7 @@ class Guard:
             return True  # bound by name or to every address: any literal may lead here
         return address.is_loopback or address == self.bound
 
-    async def __call__(self, scope, receive, send) -> None:
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
@@ -162,7 +164,9 @@ class Guard:
             return
         await self.app(scope, body.capped(receive, limit), send)
 
-    def check(self, scope, headers: dict[str, str]):
+    def check(
+        self, scope: Scope, headers: dict[str, str]
+    ) -> tuple[int, str, str, dict[str, str] | None] | None:
         """None when the request may go on, else (status, error, details, headers)."""
         if not self.host_allowed(headers.get("host", "")):
             return 403, "Forbidden", "unknown Host (DNS-rebinding guard)", None
