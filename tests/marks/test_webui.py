@@ -90,7 +90,7 @@ def test_the_list_pages_and_the_main_view(ui):
     assert ui.titles()[0] == "page 59"  # newest first
     ui.shot("list")
     ui.page.click("#more")
-    ui.page.wait_for_function("document.querySelectorAll('#list > li').length === 60")
+    sync_api.expect(ui.rows()).to_have_count(60)  # (the page's CSP forbids eval'd predicates)
     assert ui.page.locator("#more").is_hidden()
 
 
