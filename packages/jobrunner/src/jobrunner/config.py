@@ -43,6 +43,10 @@ class Settings(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     delete_after_download: float = 60.0
     retention: float = 600.0
     shutdown_grace: float = 30.0
+    # Clients: a whole upload must arrive within this; a log follower that takes nothing for
+    # `follower_stall` seconds is closed with 1013.
+    upload_timeout: float = 60.0
+    follower_stall: float = 10.0
 
     @property
     def state(self) -> Path:

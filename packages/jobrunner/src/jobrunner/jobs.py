@@ -30,9 +30,11 @@ def timestamp(moment: dt.datetime | None = None) -> str:
 
 
 class Follower:
-    """One live reader of a log. `lagging` is set when it falls too far behind to keep."""
+    """One live reader of a log. `lagging` is set when it falls too far behind to keep: more
+    than FOLLOWER_LAG bytes written since it joined that it has not been sent yet."""
 
-    def __init__(self) -> None:
+    def __init__(self, joined: int = 0) -> None:
+        self.joined = joined
         self.delivered = 0
         self.lagging = asyncio.Event()
 
@@ -66,7 +68,7 @@ class Log:
         else:
             self.data += chunk
         for follower in self.followers:
-            if len(self.data) - follower.delivered > FOLLOWER_LAG:
+            if len(self.data) - max(follower.delivered, follower.joined) > FOLLOWER_LAG:
                 follower.lagging.set()
         self._wake()
 
@@ -88,9 +90,6 @@ class Log:
         """Return once the log is longer than `offset` or closed."""
         while len(self.data) <= offset and not self.closed:
             await self._changed.wait()
-
-    def text(self) -> str:
-        return self.data.decode("utf-8", errors="replace")
 
 
 @dataclass
@@ -115,6 +114,7 @@ class Job:
     log: Log = field(default_factory=Log)
     downloaded: set[str] = field(default_factory=set)
     delete_at: float | None = None  # monotonic time; set when the job finishes
+    released: bool = False  # its rate-limit slot was given back
 
     @property
     def finished(self) -> bool:

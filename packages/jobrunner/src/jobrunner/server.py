@@ -40,6 +40,7 @@ def run_server(config_file: Path | None = None, **overrides) -> None:
     service = JobService(settings, runner, key)
     app = build_app(service, TrustedProxies(settings.trusted_proxies), warning)
     listener = Listener(settings.host, settings.port, settings.certfile, settings.keyfile)
-    # Open HTTP connections get a short drain; running jobs get `shutdown_grace` in the app's
-    # own shutdown, which hypercorn runs after the connections are closed.
-    serve(app, listener, graceful_timeout=5)
+    # On SIGTERM the service first drains while the server still answers: submits get 503,
+    # running jobs get `shutdown_grace` and stay readable. Then the listener closes and open
+    # connections get a short drain.
+    serve(app, listener, graceful_timeout=5, before_shutdown=service.drain)
