@@ -26,6 +26,7 @@ test: dev system
 lint: dev
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/mypy
 
 format: dev
 	$(BIN)/ruff format .

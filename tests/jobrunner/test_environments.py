@@ -83,7 +83,11 @@ def test_env_list_and_build_ahead(state_dir, templates):
         text=True,
     )
     assert listing.returncode == 0
-    names = [line.split()[0] for line in listing.stdout.splitlines() if not line.startswith(" ")]
+    header, *lines = listing.stdout.splitlines()
+    # No server is asked: the first line says whose templates these are.
+    assert header.startswith("Environment templates of this installation, built under ")
+    assert str(state / "envs") in header
+    names = [line.split()[0] for line in lines if not line.startswith(" ")]
     assert names == ["default", "ml-basic", "vision", "nlp", "data-science", "scientific"]
     built = subprocess.run(
         [
@@ -124,7 +128,9 @@ def test_env_list_and_build_ahead(state_dir, templates):
         text=True,
     ).stdout
     rows = {
-        line.split()[0]: line.split()[1] for line in states.splitlines() if not line.startswith(" ")
+        line.split()[0]: line.split()[1]
+        for line in states.splitlines()[1:]
+        if not line.startswith(" ")
     }
     assert rows["nlp"] == "built" and rows["scientific"] == "not"
     unknown = subprocess.run(

@@ -10,6 +10,8 @@ from jobrunner.sandbox.workdir import Output
 from jobrunner.uploads import InputFile
 from jobrunner.wire import (
     ExecutionMetadata,
+    Failure,
+    JobState,
     Manifest,
     OutputFile,
     StatusRecord,
@@ -100,12 +102,12 @@ class Job:
     inputs: list[InputFile]
     job_hash: str
     directory: Path
-    state: str = "queued"
+    state: JobState = "queued"
     created_at: str = field(default_factory=timestamp)
     started_at: str | None = None
     finished_at: str | None = None
     wall_seconds: float = 0.0
-    failure: str | None = None
+    failure: Failure | None = None
     exit_code: int | None = None
     cpu_seconds: float = 0.0
     memory_peak_bytes: int = 0
@@ -123,7 +125,7 @@ class Job:
     def record(self, worker_id: str, position: int | None) -> StatusRecord:
         return StatusRecord(
             job_id=self.id,
-            status=self.state,  # type: ignore[arg-type]
+            status=self.state,
             execution_metadata=ExecutionMetadata(
                 cpu_seconds=self.cpu_seconds,
                 memory_peak_bytes=self.memory_peak_bytes,
@@ -141,5 +143,5 @@ class Job:
             started_at=self.started_at,
             finished_at=self.finished_at,
             wall_seconds=round(self.wall_seconds, 3),
-            failure=self.failure,  # type: ignore[arg-type]
+            failure=self.failure,
         )

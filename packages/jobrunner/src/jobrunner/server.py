@@ -3,6 +3,7 @@
 import logging
 import sys
 from pathlib import Path
+from typing import Any
 
 from jobrunner.config import load
 from jobrunner.signing import WorkerKey
@@ -14,14 +15,15 @@ UNSAFE_WARNING = (
 )
 
 
-def run_server(config_file: Path | None = None, **overrides) -> None:
+def run_server(config_file: Path | None = None, **overrides: Any) -> None:
     from jobrunner.app import build_app
     from jobrunner.sandbox import Sandbox, SandboxUnavailable
-    from jobrunner.service import JobService
+    from jobrunner.service import JobService, Runner
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     settings = load(config_file, **overrides)
     warning = None
+    runner: Runner
     if settings.unsafe_no_sandbox:
         from jobrunner.sandbox.unsafe import UnsafeRunner
 

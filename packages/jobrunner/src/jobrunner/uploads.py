@@ -16,7 +16,10 @@ import tarfile
 import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import BinaryIO
+from typing import IO, TYPE_CHECKING, Any, BinaryIO
+
+if TYPE_CHECKING:
+    from _typeshed import WriteableBuffer
 
 from jobrunner import paths
 
@@ -87,15 +90,16 @@ class _Inflated(io.RawIOBase):
     def readable(self) -> bool:
         return True
 
-    def readinto(self, buffer: bytearray | memoryview) -> int:  # type: ignore[override]
+    def readinto(self, buffer: "WriteableBuffer") -> int:
+        view = memoryview(buffer).cast("B")
         try:
-            data = self._gzip.read(len(buffer))
+            data = self._gzip.read(len(view))
         except (OSError, EOFError, zlib.error) as error:
             raise UploadError(f"not a valid gzip stream ({error})") from None
         self._count += len(data)
         if self._count > self._limit:
             raise UploadError("the archive inflates beyond the storage limit")
-        buffer[: len(data)] = data
+        view[: len(data)] = data
         return len(data)
 
 
@@ -114,7 +118,9 @@ class _BoundedTarInfo(tarfile.TarInfo):
                 f"an extended (pax or long-name) header of {self.size} bytes exceeds "
                 f"{MAX_EXTENDED_HEADER // 1024} KiB"
             )
-        return super()._proc_member(tarfile_)  # type: ignore[misc]
+        parent: Any = super()  # a private method: typeshed does not list it
+        member: tarfile.TarInfo = parent._proc_member(tarfile_)
+        return member
 
 
 def safe_name(name: str) -> str:
@@ -144,7 +150,7 @@ def _make_dirs(dest: Path, relative: str) -> None:
                 raise UploadError(f"{relative}: conflicts with a file of the same name") from None
 
 
-def _write_file(dest: Path, path: str, source: BinaryIO, mode: int, budget: Budget) -> None:
+def _write_file(dest: Path, path: str, source: IO[bytes], mode: int, budget: Budget) -> None:
     parent = path.rpartition("/")[0]
     _make_dirs(dest, parent)
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC

@@ -51,8 +51,8 @@ def _send_reason_phrases() -> None:
     from h11 import _writers
     from h11._state import IDLE, SEND_RESPONSE, SERVER
 
-    if getattr(_writers.WRITERS[(SERVER, SEND_RESPONSE)], "with_reason", False):
-        return
+    if _writers.WRITERS[(SERVER, SEND_RESPONSE)] is not _writers.write_any_response:
+        return  # done already (or someone else's writer: leave it)
 
     def write_response(response: Any, write: Callable[[bytes], Any]) -> None:
         if response.reason or response.http_version != b"1.1":
@@ -65,7 +65,6 @@ def _send_reason_phrases() -> None:
         write(b"HTTP/1.1 %d %s\r\n" % (response.status_code, phrase))
         _writers.write_headers(response.headers, write)
 
-    write_response.with_reason = True  # type: ignore[attr-defined]
     _writers.WRITERS[(SERVER, IDLE)] = write_response
     _writers.WRITERS[(SERVER, SEND_RESPONSE)] = write_response
 
@@ -111,7 +110,7 @@ async def serve_async(
             await before_shutdown()
 
     try:
-        await hypercorn_serve(app, config, shutdown_trigger=shutdown_trigger)  # type: ignore[arg-type]
+        await hypercorn_serve(app, config, shutdown_trigger=shutdown_trigger)
     finally:
         for signum in (signal.SIGTERM, signal.SIGINT):
             loop.remove_signal_handler(signum)

@@ -13,6 +13,7 @@ import os
 import re
 import shutil
 import stat
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -82,7 +83,7 @@ def pattern_regex(pattern: str) -> re.Pattern[str]:
     return re.compile("".join(out), re.DOTALL)
 
 
-def matcher(patterns: list[str]):
+def matcher(patterns: list[str]) -> Callable[[str], bool]:
     compiled = [pattern_regex(p) for p in patterns]
     return lambda path: any(regex.fullmatch(path) for regex in compiled)
 
