@@ -1,12 +1,12 @@
 """Environment templates built for real: one build however many jobs wait; failures are clear."""
 
 import subprocess
-import time
 
 import httpx
 import pytest
 
 from support.jobclient import GENEROUS, JOBRUNNER, log_of, submit, wait_finished
+from support.servers import wait_until
 
 USES_SIX = "import six\nprint('six', six.__version__)\n"
 
@@ -159,7 +159,7 @@ def test_status_reports_the_environment_while_queued(start_server, templates):
     job = submit(
         server.url, {"main.py": USES_SIX}, {"entrypoint": "main.py", "environment": "nlp"}
     ).json()
-    time.sleep(0.3)
+    assert wait_until(lambda: "is being built" in log_of(server.url, job["job_id"]))
     record = httpx.get(f"{server.url}/status/{job['job_id']}").json()
     assert record["execution_metadata"]["environment"] == "nlp"
     assert "is being built" in log_of(server.url, job["job_id"])
