@@ -6,7 +6,7 @@ STAMP  := $(VENV)/.installed
 PACKAGES := servekit jobrunner marks
 DIST   ?= dist
 
-.PHONY: dev test lint format demo bench dist system clean
+.PHONY: dev test lint format demo bench bench-hostile dist system clean
 
 $(STAMP): pyproject.toml $(foreach p,$(PACKAGES),packages/$(p)/pyproject.toml)
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -26,6 +26,7 @@ test: dev system
 lint: dev
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/mypy
 
 format: dev
 	$(BIN)/ruff format .
@@ -36,6 +37,10 @@ demo: dev
 
 bench: dev
 	$(BIN)/python benchmarks/run.py $(BENCH_ARGS)
+
+# jobrunner under a bounded hostile mix on loopback for 60 s (issue 10; needs root for nsjail).
+bench-hostile: dev
+	$(BIN)/python benchmarks/hostile.py $(BENCH_SECONDS)
 
 dist: dev
 	rm -rf $(DIST)

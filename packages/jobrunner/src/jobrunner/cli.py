@@ -1,11 +1,20 @@
 """The `jobrunner` command line. Commands import their modules lazily so `--help` stays fast."""
 
 import sys
+from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import TYPE_CHECKING, Any, BinaryIO, TypeVar
 
 import click
 
 from jobrunner import __version__
+
+if TYPE_CHECKING:
+    from jobrunner.client import Client
+    from jobrunner.environments import Environments
+
+T = TypeVar("T")
+F = TypeVar("F", bound=Callable[..., Any])
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -49,7 +58,7 @@ def main() -> None:
     default=None,
     help="Run jobs WITHOUT isolation (development only; never expose such a server).",
 )
-def serve(config_file: Path | None, trusted_proxies: tuple[str, ...], **options) -> None:
+def serve(config_file: Path | None, trusted_proxies: tuple[str, ...], **options: Any) -> None:
     """Start the HTTP service."""
     from jobrunner.server import run_server
 
@@ -63,7 +72,7 @@ def serve(config_file: Path | None, trusted_proxies: tuple[str, ...], **options)
 @main.command()
 @click.argument("record", type=click.File("rb"), default="-")
 @click.option("--worker-id", help="Only accept a signature by this worker key (base64).")
-def verify(record, worker_id: str | None) -> None:
+def verify(record: BinaryIO, worker_id: str | None) -> None:
     """Check the signature of a status record (a file or - for standard input)."""
     import msgspec
 
@@ -88,7 +97,9 @@ def env() -> None:
     """Environment templates: list them, build them ahead of first use."""
 
 
-def _environments(config_file: Path | None, state_dir: str | None, templates_dir: str | None):
+def _environments(
+    config_file: Path | None, state_dir: str | None, templates_dir: str | None
+) -> "Environments":
     from jobrunner.config import load
     from jobrunner.environments import Environments
 
@@ -106,7 +117,7 @@ _env_options = [
 ]
 
 
-def _with_env_options(function):
+def _with_env_options(function: F) -> F:
     for option in reversed(_env_options):
         function = option(function)
     return function
@@ -114,9 +125,14 @@ def _with_env_options(function):
 
 @env.command(name="list")
 @_with_env_options
-def env_list(config_file, state_dir, templates_dir) -> None:
-    """Every template, whether it is built, and its packages."""
+def env_list(config_file: Path | None, state_dir: str | None, templates_dir: str | None) -> None:
+    """Every template, whether it is built here, and its packages (no server is asked)."""
     environments = _environments(config_file, state_dir, templates_dir)
+    # Local facts only: say so, since `jobrunner` otherwise talks to $JOBRUNNER_SERVER.
+    click.echo(
+        f"Environment templates of this installation, built under {environments.root} "
+        "(a server's own list: GET /environments):"
+    )
     for name, template in environments.templates.items():
         state = "built" if environments.built(name) else "not built"
         click.echo(f"{name:<13} {state:<9}  {template.description}")
@@ -128,7 +144,13 @@ def env_list(config_file, state_dir, templates_dir) -> None:
 @click.argument("names", nargs=-1)
 @click.option("--all", "build_all", is_flag=True, help="Every template.")
 @_with_env_options
-def env_build(names, build_all, config_file, state_dir, templates_dir) -> None:
+def env_build(
+    names: tuple[str, ...],
+    build_all: bool,
+    config_file: Path | None,
+    state_dir: str | None,
+    templates_dir: str | None,
+) -> None:
     """Build templates now, so that the first job using them does not wait."""
     from jobrunner.environments import TEMPLATES, EnvironmentUnavailable
 
@@ -160,13 +182,13 @@ server_option = click.option(
 )
 
 
-def _client_call(server: str, action):
+def _client_call(server: str, action: "Callable[[Client], Awaitable[T]]") -> T:
     """Run `action(client)` against the server; its errors become one line and exit 1."""
     import asyncio
 
     from jobrunner.client import Client, JobrunnerError
 
-    async def run():
+    async def run() -> T:
         async with Client(server) as client:
             return await action(client)
 
@@ -194,7 +216,16 @@ def _client_call(server: str, action):
     help="Download every output into this directory when the job ends.",
 )
 @server_option
-def submit(path, entrypoint, interpreter, environment, args, follow, download_dir, server):
+def submit(
+    path: Path,
+    entrypoint: str | None,
+    interpreter: str | None,
+    environment: str | None,
+    args: tuple[str, ...],
+    follow: bool,
+    download_dir: Path | None,
+    server: str,
+) -> None:
     """Pack PATH (a directory or a file), run it, and optionally follow and download it."""
     from jobrunner.client import Client, verify
 
@@ -206,7 +237,7 @@ def submit(path, entrypoint, interpreter, environment, args, follow, download_di
         else:
             raise click.UsageError("give --entrypoint (no main.py in the directory)")
 
-    async def run(client: Client):
+    async def run(client: Client) -> int:
         job = await client.submit(
             path,
             entrypoint=entrypoint,
@@ -260,7 +291,7 @@ def logs(job_id: str, follow: bool, server: str) -> None:
     """A job's output so far (or live, with -f)."""
     from jobrunner.client import Client
 
-    async def run(client: Client):
+    async def run(client: Client) -> None:
         if not follow:
             click.echo(await client.logs(job_id), nl=False)
             return
@@ -275,8 +306,10 @@ def logs(job_id: str, follow: bool, server: str) -> None:
 @server_option
 def outputs(job_id: str, server: str) -> None:
     """A job's output files."""
+    from jobrunner.wire import FileEntry
+
     for entry in _client_call(server, lambda client: client.outputs(job_id)).outputs:
-        if entry.__struct_config__.tag == "file":
+        if isinstance(entry, FileEntry):
             click.echo(f"{entry.size_bytes:>12}  {entry.path}")
         else:
             click.echo(f"{'dir':>12}  {entry.path}")
@@ -298,7 +331,7 @@ def download(job_id: str, paths: tuple[str, ...], directory: Path, server: str) 
     """Download output files (all of them when none are named)."""
     from jobrunner.client import Client
 
-    async def run(client: Client):
+    async def run(client: Client) -> list[Path]:
         if paths:
             return [await client.download(job_id, path, directory) for path in paths]
         return await client.download_all(job_id, directory)
@@ -332,17 +365,17 @@ def download(job_id: str, paths: tuple[str, ...], directory: Path, server: str) 
 @click.option("--rate-per-hour", type=int, default=20, show_default=True)
 @click.option("--rate-cpu-seconds", type=float, default=10.0, show_default=True)
 def pool(
-    workers_file,
-    host,
-    port,
-    state_dir,
-    certfile,
-    keyfile,
-    trusted_proxies,
-    health_interval,
-    rate_concurrent,
-    rate_per_hour,
-    rate_cpu_seconds,
+    workers_file: Path,
+    host: str,
+    port: int,
+    state_dir: str | None,
+    certfile: str | None,
+    keyfile: str | None,
+    trusted_proxies: tuple[str, ...],
+    health_interval: float,
+    rate_concurrent: int,
+    rate_per_hour: int,
+    rate_cpu_seconds: float,
 ) -> None:
     """Run the trusted pool coordinator in front of allowlisted workers."""
     import logging

@@ -10,6 +10,8 @@ from jobrunner.sandbox.workdir import Output
 from jobrunner.uploads import InputFile
 from jobrunner.wire import (
     ExecutionMetadata,
+    Failure,
+    JobState,
     Manifest,
     OutputFile,
     StatusRecord,
@@ -30,9 +32,11 @@ def timestamp(moment: dt.datetime | None = None) -> str:
 
 
 class Follower:
-    """One live reader of a log. `lagging` is set when it falls too far behind to keep."""
+    """One live reader of a log. `lagging` is set when it falls too far behind to keep: more
+    than FOLLOWER_LAG bytes written since it joined that it has not been sent yet."""
 
-    def __init__(self) -> None:
+    def __init__(self, joined: int = 0) -> None:
+        self.joined = joined
         self.delivered = 0
         self.lagging = asyncio.Event()
 
@@ -66,7 +70,7 @@ class Log:
         else:
             self.data += chunk
         for follower in self.followers:
-            if len(self.data) - follower.delivered > FOLLOWER_LAG:
+            if len(self.data) - max(follower.delivered, follower.joined) > FOLLOWER_LAG:
                 follower.lagging.set()
         self._wake()
 
@@ -89,9 +93,6 @@ class Log:
         while len(self.data) <= offset and not self.closed:
             await self._changed.wait()
 
-    def text(self) -> str:
-        return self.data.decode("utf-8", errors="replace")
-
 
 @dataclass
 class Job:
@@ -101,12 +102,12 @@ class Job:
     inputs: list[InputFile]
     job_hash: str
     directory: Path
-    state: str = "queued"
+    state: JobState = "queued"
     created_at: str = field(default_factory=timestamp)
     started_at: str | None = None
     finished_at: str | None = None
     wall_seconds: float = 0.0
-    failure: str | None = None
+    failure: Failure | None = None
     exit_code: int | None = None
     cpu_seconds: float = 0.0
     memory_peak_bytes: int = 0
@@ -115,6 +116,7 @@ class Job:
     log: Log = field(default_factory=Log)
     downloaded: set[str] = field(default_factory=set)
     delete_at: float | None = None  # monotonic time; set when the job finishes
+    released: bool = False  # its rate-limit slot was given back
 
     @property
     def finished(self) -> bool:
@@ -123,7 +125,7 @@ class Job:
     def record(self, worker_id: str, position: int | None) -> StatusRecord:
         return StatusRecord(
             job_id=self.id,
-            status=self.state,  # type: ignore[arg-type]
+            status=self.state,
             execution_metadata=ExecutionMetadata(
                 cpu_seconds=self.cpu_seconds,
                 memory_peak_bytes=self.memory_peak_bytes,
@@ -141,5 +143,5 @@ class Job:
             started_at=self.started_at,
             finished_at=self.finished_at,
             wall_seconds=round(self.wall_seconds, 3),
-            failure=self.failure,  # type: ignore[arg-type]
+            failure=self.failure,
         )

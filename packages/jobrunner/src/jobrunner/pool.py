@@ -169,7 +169,7 @@ class Pool:
     async def _follow_jobs(self) -> None:
         """Learn which jobs ended (for the per-IP limits and the workers' loads)."""
         for job in [j for j in self.jobs.values() if not j.finished]:
-            with contextlib.suppress(HTTPError):  # unreachable now: the health check decides
+            with contextlib.suppress(HTTPError, errors.JobrunnerError):  # the health check decides
                 await self.status(job.job_id)
 
     # --- submitting ------------------------------------------------------------------------------

@@ -43,7 +43,7 @@ class TrustedProxies:
             address = _parse_address(address)
         if address is None:
             return False
-        return any(address in network for network in self.networks)  # type: ignore[operator]
+        return any(address in network for network in self.networks)
 
     def __bool__(self) -> bool:
         return bool(self.networks)

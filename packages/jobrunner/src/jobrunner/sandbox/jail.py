@@ -8,6 +8,7 @@ command is an argv list, never a shell string.
 import asyncio
 import os
 import re
+import resource
 import shutil
 import signal
 import subprocess
@@ -20,6 +21,7 @@ import aiofiles
 
 from jobrunner.sandbox import workdir
 from jobrunner.sandbox.cgroups import Cgroups, JobCgroup
+from jobrunner.wire import Failure
 
 POLICY = Path(__file__).with_name("policy.cfg")
 BASE_ENV = {
@@ -58,7 +60,7 @@ class RunSpec:
 @dataclass
 class RunResult:
     exit_code: int | None
-    failure: str | None
+    failure: Failure | None
     cpu_seconds: float
     memory_peak_bytes: int
     outputs: list[workdir.Output] = field(default_factory=list)
@@ -146,7 +148,7 @@ class Sandbox:
         job_cgroup: JobCgroup,
         on_output: Callable[[bytes], None],
         on_cpu: Callable[[float], None],
-    ):
+    ) -> tuple[int, resource.struct_rusage, float, bool]:
         read_fd, write_fd = os.pipe()
         started = time.monotonic()
         try:
@@ -221,7 +223,7 @@ async def _sample_cpu(job_cgroup: JobCgroup, on_cpu: Callable[[float], None]) ->
 def _classify(
     spec: RunSpec,
     status: int,
-    usage,
+    usage: resource.struct_rusage,
     wall: float,
     backstop: bool,
     log: str,
