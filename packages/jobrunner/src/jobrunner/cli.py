@@ -331,18 +331,50 @@ def download(job_id: str, paths: tuple[str, ...], directory: Path, server: str) 
 @click.option("--rate-concurrent", type=int, default=2, show_default=True)
 @click.option("--rate-per-hour", type=int, default=20, show_default=True)
 @click.option("--rate-cpu-seconds", type=float, default=10.0, show_default=True)
+@click.option(
+    "--rate-ipv6-prefix",
+    type=click.IntRange(0, 128),
+    default=64,
+    show_default=True,
+    help="IPv6 clients share limits per network of this prefix length.",
+)
+@click.option(
+    "--lost-after",
+    type=click.IntRange(1),
+    default=3,
+    show_default=True,
+    help="Failed health checks in a row before a worker's jobs are reported worker_lost.",
+)
+@click.option(
+    "--max-streams",
+    type=click.IntRange(1),
+    default=1000,
+    show_default=True,
+    help="Live logs and downloads proxied at once (more are refused, never queued).",
+)
+@click.option(
+    "--retention",
+    type=click.FloatRange(0),
+    default=600.0,
+    show_default=True,
+    help="Seconds the pool keeps a finished job's status record.",
+)
 def pool(
-    workers_file,
-    host,
-    port,
-    state_dir,
-    certfile,
-    keyfile,
-    trusted_proxies,
-    health_interval,
-    rate_concurrent,
-    rate_per_hour,
-    rate_cpu_seconds,
+    workers_file: Path,
+    host: str,
+    port: int,
+    state_dir: str | None,
+    certfile: str | None,
+    keyfile: str | None,
+    trusted_proxies: tuple[str, ...],
+    health_interval: float,
+    rate_concurrent: int,
+    rate_per_hour: int,
+    rate_cpu_seconds: float,
+    rate_ipv6_prefix: int,
+    lost_after: int,
+    max_streams: int,
+    retention: float,
 ) -> None:
     """Run the trusted pool coordinator in front of allowlisted workers."""
     import logging
@@ -362,8 +394,11 @@ def pool(
         coordinator = Pool(
             [Worker(entry) for entry in entries],
             key,
-            Limits(rate_concurrent, rate_per_hour, rate_cpu_seconds),
+            Limits(rate_concurrent, rate_per_hour, rate_cpu_seconds, ipv6_prefix=rate_ipv6_prefix),
             health_interval=health_interval,
+            lost_after=lost_after,
+            max_streams=max_streams,
+            retention=retention,
         )
         app = build_pool_app(coordinator, TrustedProxies(trusted_proxies))
         serve(app, Listener(host, port, certfile, keyfile), graceful_timeout=5)
