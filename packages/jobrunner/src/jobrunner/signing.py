@@ -181,6 +181,13 @@ def _expect(where: str, value: object, kind: str) -> None:
         raise RecordProblem(f"{where}: expected {kind}, got {shown}")
 
 
+def _object(where: str, value: object) -> Mapping[str, Any]:
+    if not isinstance(value, Mapping):
+        _expect(where, value, "object")
+        raise AssertionError("unreachable")
+    return value
+
+
 def _check_types(record: Mapping[str, Any]) -> None:
     """Every field the message is built from has the type the interface gives it."""
     for name in ("job_id", "job_hash", "status", "created_at", "finished_at"):
@@ -190,21 +197,18 @@ def _check_types(record: Mapping[str, Any]) -> None:
     _expect("wall_seconds", record.get("wall_seconds"), "number >= 0")
     if record["status"] not in FINISHED:
         raise RecordProblem(f"status: {record['status']!r} is not finished, so nothing is signed")
-    meta = record.get("execution_metadata")
-    _expect("execution_metadata", meta, "object")
+    meta = _object("execution_metadata", record.get("execution_metadata"))
     _expect("execution_metadata.exit_code", meta.get("exit_code"), "integer or null")
     _expect("execution_metadata.cpu_seconds", meta.get("cpu_seconds"), "number >= 0")
     _expect("execution_metadata.memory_peak_bytes", meta.get("memory_peak_bytes"), "integer >= 0")
     _expect("execution_metadata.environment", meta.get("environment"), "string")
-    worker = record.get("worker_metadata")
-    _expect("worker_metadata", worker, "object")
+    worker = _object("worker_metadata", record.get("worker_metadata"))
     _expect("worker_metadata.worker_id", worker.get("worker_id"), "string")
     _expect("worker_metadata.signature", worker.get("signature"), "string")
-    outputs = record.get("output_files")
-    _expect("output_files", outputs, "object")
-    for key, entry in outputs.items():
+    outputs = _object("output_files", record.get("output_files"))
+    for key, value in outputs.items():
         where = f"output_files[{key!r}]"
-        _expect(where, entry, "object")
+        entry = _object(where, value)
         for name in ("path", "type", "sha256_hash"):
             _expect(f"{where}.{name}", entry.get(name), "string")
         _expect(f"{where}.size_bytes", entry.get("size_bytes"), "integer >= 0")

@@ -65,11 +65,10 @@ class TrustedProxies:
         )
 
     def __contains__(self, address: object) -> bool:
-        if isinstance(address, str):
-            address = _parse_address(address)
-        if address is None:
+        parsed = _parse_address(address) if isinstance(address, str) else address
+        if not isinstance(parsed, ipaddress.IPv4Address | ipaddress.IPv6Address):
             return False
-        return any(address in network for network in self.networks)  # type: ignore[operator]
+        return any(parsed in network for network in self.networks)
 
     def __bool__(self) -> bool:
         return bool(self.networks)
