@@ -10,7 +10,6 @@ import time
 import urllib.request
 
 import httpx
-import pytest
 import websockets
 from nacl.signing import SigningKey
 
@@ -21,58 +20,13 @@ from support.jobclient import (
     log_of,
     submit,
     wait_finished,
-    worker_key,
-    write_allowlist,
 )
-from support.servers import ServerProcess, wait_until
+from support.servers import wait_until
 
 SLOW = {
     "main.py": "import time\nprint('start', flush=True)\ntime.sleep(1)\n"
     "open('r.txt','w').write('r')\n"
 }
-
-
-@pytest.fixture
-def cluster(start_server, state_dir):
-    """Start workers and a pool: cluster(workers=2, entries=None, pool_args=())."""
-    started: list[ServerProcess] = []
-
-    def make(workers: int = 2, entries=None, pool_args=(), worker_args=()):
-        nodes = [
-            start_server(
-                *GENEROUS,
-                "--concurrency",
-                "1",
-                "--trusted-proxy",
-                "127.0.0.1",
-                *(worker_args[n] if n < len(worker_args) else ()),
-            )
-            for n in range(workers)
-        ]
-        if entries is None:
-            entries = [(node.url, worker_key(node.url)) for node in nodes]
-        config = write_allowlist(state_dir / f"workers-{len(started)}.toml", entries)
-        pool = ServerProcess(
-            [
-                JOBRUNNER,
-                "pool",
-                "--workers",
-                str(config),
-                "--port",
-                "0",
-                "--state-dir",
-                str(state_dir / f"pool{len(started)}"),
-                "--health-interval",
-                "0.3",
-                *pool_args,
-            ]
-        )
-        started.append(pool)
-        return pool, nodes
-
-    yield make
-    for pool in started:
-        pool.stop()
 
 
 def test_routes_to_both_workers_and_proxies_every_endpoint(cluster, tmp_path):
