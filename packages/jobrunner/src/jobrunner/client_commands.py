@@ -74,7 +74,10 @@ def _log_writer(raw: bool) -> Callable[[str], None]:
     safe = not raw and sys.stdout.isatty()
 
     def write(text: str) -> None:
-        click.echo(printable(text, keep="\n\t") if safe else text, nl=False)
+        # Not click.echo: it drops some escape sequences (CSI) when piped, which would change
+        # the job's bytes; piped output is exactly what the job wrote.
+        sys.stdout.write(printable(text, keep="\n\t") if safe else text)
+        sys.stdout.flush()
 
     return write
 
