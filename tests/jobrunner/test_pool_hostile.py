@@ -285,3 +285,17 @@ def test_ipv6_clients_of_the_pool_are_counted_by_64(cluster):
     assert from_("2001:db8:aa:bb::1") == 200
     assert from_("2001:db8:aa:bb:1:2:3:4") == 429
     assert from_("2001:db8:aa:bc::1") == 200
+
+
+def test_a_client_over_its_limit_is_refused_before_its_upload_is_read(cluster):
+    pool, _ = cluster(workers=1, pool_args=["--rate-concurrent", "1"])
+    assert submit(pool.url, TICKING, {"entrypoint": "main.py"}).status_code == 200
+    parts = urlsplit(pool.url)
+    with socket.create_connection((parts.hostname, parts.port), timeout=10) as conn:
+        conn.sendall(  # the headers of a 10 MB upload, and not one byte of it
+            b"POST /submit HTTP/1.1\r\nHost: x\r\nContent-Length: 10000000\r\n"
+            b"Content-Type: multipart/form-data; boundary=b\r\n\r\n"
+        )
+        answer = conn.recv(65536)
+    assert answer.startswith(b"HTTP/1.1 429"), answer
+    assert b"Concurrent job limit reached: 1/1 jobs" in answer

@@ -318,3 +318,27 @@ def test_verify_command_on_a_real_record(server, tmp_path):
         [JOBRUNNER, "verify", "-"], input="not json", capture_output=True, text=True
     )
     assert junk.returncode == 2 and junk.stderr.startswith("jobrunner: not a JSON status record")
+
+
+def test_the_readme_example_message_is_what_we_sign():
+    readme = (Path(__file__).parents[2] / "packages/jobrunner/README.md").read_text()
+    example = readme.split("is signed as\n\n```\n", 1)[1].split("\n```", 1)[0]
+    record = {
+        "job_id": "a",
+        "job_hash": "h",
+        "status": "completed",
+        "failure": None,
+        "execution_metadata": {
+            "exit_code": 0,
+            "cpu_seconds": 0.5,
+            "memory_peak_bytes": 1,
+            "environment": "default",
+        },
+        "created_at": "c",
+        "started_at": None,
+        "finished_at": "f",
+        "wall_seconds": 1.25,
+        "worker_metadata": {"worker_id": "w"},
+        "output_files": {},
+    }
+    assert result_message(record) == example.encode()

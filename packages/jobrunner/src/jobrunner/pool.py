@@ -233,14 +233,20 @@ class Pool:
 
     # --- submitting ------------------------------------------------------------------------------
 
-    async def submit(self, client_ip: str, body: bytes, content_type: str) -> tuple[int, bytes]:
-        reservation = self.limiter.reserve(client_ip)
-        if not isinstance(reservation, Reservation):
+    async def admit(self, client_ip: str) -> None:
+        """Refuse (429) a client over its limits before its upload is read."""
+        if not self.limiter.verdict(client_ip).allowed:
             # Jobs of this client may have ended since the last look: learn that, then decide.
             await self._follow_jobs(client_ip)
-            reservation = self.limiter.reserve(client_ip)
-            if not isinstance(reservation, Reservation):
-                raise errors.rate_limited(reservation)
+            verdict = self.limiter.verdict(client_ip)
+            if not verdict.allowed:
+                raise errors.rate_limited(verdict)
+
+    async def submit(self, client_ip: str, body: bytes, content_type: str) -> tuple[int, bytes]:
+        await self.admit(client_ip)
+        reservation = self.limiter.reserve(client_ip)
+        if not isinstance(reservation, Reservation):
+            raise errors.rate_limited(reservation)
         refusals = []
         timeout = aiohttp.ClientTimeout(total=self.upload_timeout, sock_connect=5, sock_read=60)
         for worker in sorted((w for w in self.workers if w.healthy), key=lambda w: w.load):

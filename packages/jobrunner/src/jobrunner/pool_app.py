@@ -64,17 +64,23 @@ def build_pool_app(pool: Pool, trusted: TrustedProxies, max_upload_mb: int = 50)
         )
 
     async def submit(request: Request) -> Response:
+        ip = client_ip(request, trusted)
         length = request.headers.get("content-length")
         if length and length.isdigit() and int(length) > limit:
             raise errors.too_large(max_upload_mb)
+        await pool.admit(ip)  # 429 from the headers alone: never read a refused upload
         body = bytearray()
-        async for chunk in request.stream():
-            body += chunk
-            if len(body) > limit:
-                raise errors.too_large(max_upload_mb)
-        status, answer = await pool.submit(
-            client_ip(request, trusted), bytes(body), request.headers.get("content-type", "")
-        )
+        try:
+            async with asyncio.timeout(pool.upload_timeout):  # a slow body holds nothing for ever
+                async for chunk in request.stream():
+                    body += chunk
+                    if len(body) > limit:
+                        raise errors.too_large(max_upload_mb)
+        except TimeoutError:
+            raise HTTPError(
+                408, "Request timeout", f"the upload took over {pool.upload_timeout:g} s"
+            ) from None
+        status, answer = await pool.submit(ip, bytes(body), request.headers.get("content-type", ""))
         return Response(answer, status, media_type="application/json")
 
     async def status(request: Request) -> Response:
