@@ -261,7 +261,7 @@ def test_a_replayed_record_of_another_job_is_refused(cluster, start_server):
     record = wait_finished(pool.url, second["job_id"])
     assert record["job_id"] == second["job_id"]
     assert record["status"] == "failed" and record["failure"] == "bad_signature"
-    assert "is another job's" in pool.output
+    assert wait_until(lambda: "is another job's" in pool.output)
     # The client, talking to that worker directly, refuses the swapped record too.
     direct = subprocess.run(
         [JOBRUNNER, "status", second["job_id"], "--server", replayer.url],
@@ -296,6 +296,8 @@ def test_a_client_over_its_limit_is_refused_before_its_upload_is_read(cluster):
             b"POST /submit HTTP/1.1\r\nHost: x\r\nContent-Length: 10000000\r\n"
             b"Content-Type: multipart/form-data; boundary=b\r\n\r\n"
         )
-        answer = conn.recv(65536)
+        answer = b""
+        while b"Concurrent" not in answer and (chunk := conn.recv(65536)):
+            answer += chunk
     assert answer.startswith(b"HTTP/1.1 429"), answer
     assert b"Concurrent job limit reached: 1/1 jobs" in answer

@@ -323,37 +323,45 @@ class Pool:
     def _checked(self, job: PoolJob, record: StatusRecord) -> StatusRecord:
         """The worker's record if it is about this job (and, once finished, verifies); a
         finished one that does not is replaced by the pool's own `bad_signature` record."""
-        wrong = None
-        if record.job_id != job.job_id:
-            wrong = f"job_id: {record.job_id!r} is another job's"
-        elif job.job_hash is not None and record.job_hash != job.job_hash:
-            wrong = f"job_hash: {record.job_hash!r} is not the one announced at submit"
-        if record.status not in FINISHED:
-            if wrong:
-                raise WorkerAnswer(f"an answer about another job ({wrong})")
+        if self._problem(job, record) is None:
             return record
+        if record.status not in FINISHED:
+            raise WorkerAnswer(f"an answer about another job ({self._problem(job, record)})")
+        return self._own_record(job, "bad_signature")
+
+    def _problem(self, job: PoolJob, record: StatusRecord) -> str | None:
+        """Why the pool cannot vouch for this record of `job` (None: it can)."""
+        if record.status not in FINISHED:
+            if record.job_id != job.job_id:
+                return f"job_id: {record.job_id!r} is another job's"
+            if job.job_hash is not None and record.job_hash != job.job_hash:
+                return f"job_hash: {record.job_hash!r} is not the one announced at submit"
+            return None
         try:
             check_record(record, job.worker.entry.key, job_id=job.job_id, job_hash=job.job_hash)
         except RecordProblem as problem:
-            log.warning(
-                "job %s: the result from %s does not verify: %s",
-                job.job_id,
-                job.worker.url,
-                problem,
-            )
-            return self._own_record(job, "bad_signature")
-        return record
+            return str(problem)
+        return None
 
     async def refresh(self, job: PoolJob) -> None:
         """Ask the job's worker how it is; a finished job's checked record is kept."""
         if job.final is not None:
             return
         try:
-            record = self._checked(job, await self._fetch_status(job))
+            answer = await self._fetch_status(job)
+            record = self._checked(job, answer)
         except WorkerAnswer:
             return  # unreachable now: the health checks decide whether it is lost
         except HTTPError:
             record = self._own_record(job, "worker_lost")  # the worker forgot it (restarted)
+        else:
+            if record is not answer:
+                log.warning(
+                    "job %s: the result from %s does not verify: %s",
+                    job.job_id,
+                    job.worker.url,
+                    self._problem(job, answer),
+                )
         if record.status in FINISHED:
             self._finish(job, record)
 
