@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from support.jobclient import GENEROUS, JOBRUNNER, need_sandbox
+from support.jobclient import GENEROUS, JOBRUNNER, need_sandbox, worker_key, write_allowlist
 from support.servers import ServerProcess
 
 
@@ -31,7 +31,9 @@ def state_dir() -> Iterator[Path]:
 def start_server(state_dir):
     started: list[ServerProcess] = []
 
-    def start(*args: str, state: Path | None = None) -> ServerProcess:
+    def start(
+        *args: str, state: Path | None = None, env: dict[str, str] | None = None
+    ) -> ServerProcess:
         need_sandbox()
         server = ServerProcess(
             [
@@ -42,7 +44,8 @@ def start_server(state_dir):
                 "--state-dir",
                 str(state or state_dir / f"s{len(started)}"),
                 *args,
-            ]
+            ],
+            env=env,
         )
         started.append(server)
         return server
@@ -56,3 +59,46 @@ def start_server(state_dir):
 def server(start_server) -> ServerProcess:
     """A server whose rate limits do not get in the way of tests about something else."""
     return start_server(*GENEROUS)
+
+
+@pytest.fixture
+def cluster(start_server, state_dir):
+    """Start workers and a pool: cluster(workers=2, entries=None, pool_args=())."""
+    started: list[ServerProcess] = []
+
+    def make(workers: int = 2, entries=None, pool_args=(), worker_args=()):
+        nodes = [
+            start_server(
+                *GENEROUS,
+                "--concurrency",
+                "1",
+                "--trusted-proxy",
+                "127.0.0.1",
+                *(worker_args[n] if n < len(worker_args) else ()),
+            )
+            for n in range(workers)
+        ]
+        if entries is None:
+            entries = [(node.url, worker_key(node.url)) for node in nodes]
+        config = write_allowlist(state_dir / f"workers-{len(started)}.toml", entries)
+        pool = ServerProcess(
+            [
+                JOBRUNNER,
+                "pool",
+                "--workers",
+                str(config),
+                "--port",
+                "0",
+                "--state-dir",
+                str(state_dir / f"pool{len(started)}"),
+                "--health-interval",
+                "0.3",
+                *pool_args,
+            ]
+        )
+        started.append(pool)
+        return pool, nodes
+
+    yield make
+    for pool in started:
+        pool.stop()

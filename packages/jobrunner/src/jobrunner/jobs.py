@@ -23,7 +23,15 @@ FOLLOWER_LAG = 2**20
 
 
 def new_job_id() -> str:
-    return secrets.token_urlsafe(18)  # 144 random bits: the id is the only capability to a job
+    """144 random bits, URL-safe base64: the id is the only capability to a job.
+
+    It never starts with `-` or `_` (one id in 32 would): a command line reads `-x...` as an option.
+    Redrawing costs well under a bit of the 144.
+    """
+    while True:
+        job_id = secrets.token_urlsafe(18)
+        if job_id[0].isalnum():
+            return job_id
 
 
 def timestamp(moment: dt.datetime | None = None) -> str:
@@ -127,7 +135,7 @@ class Job:
             job_id=self.id,
             status=self.state,
             execution_metadata=ExecutionMetadata(
-                cpu_seconds=self.cpu_seconds,
+                cpu_seconds=round(self.cpu_seconds, 3),  # ms, as signed
                 memory_peak_bytes=self.memory_peak_bytes,
                 exit_code=self.exit_code,
                 environment=self.manifest.environment,

@@ -100,6 +100,7 @@ class JobService:
                 per_hour=settings.rate_per_hour,
                 cpu_seconds=settings.rate_cpu_seconds,
                 cpu_window=settings.rate_cpu_window,
+                ipv6_prefix=settings.rate_ipv6_prefix,
             ),
             clock,
         )
@@ -196,7 +197,7 @@ class JobService:
         async with self._queue_changed:
             self.queue.append(job.id)
             self._queue_changed.notify()
-        return SubmitResult(job.id, "queued", len(self.queue))
+        return SubmitResult(job.id, "queued", len(self.queue), job.job_hash)
 
     async def _accept(
         self, client_ip: str, manifest_text: str, parts: list[UploadPart], job_dir: Path
