@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from jobrunner.sandbox.layout import Layout
 from support.jobclient import GENEROUS, JOBRUNNER, need_sandbox
 from support.servers import ServerProcess
 
@@ -19,11 +20,15 @@ def state_dir() -> Iterator[Path]:
     path = Path(tempfile.mkdtemp(prefix="jobrunner-test-", dir="/tmp"))
     path.chmod(0o711)
     yield path
-    # A worker killed mid-job (pool tests) leaves its job's tmpfs mounted: take it down.
+    # A worker killed mid-job (pool tests) leaves its job's tmpfs mounted: take it down, and
+    # remove the jail trees (environments, work mount points) of the servers that ran here.
+    roots = [Layout.for_state(state).root for state in [*path.glob("*"), *path.glob("*/*")]]
     for line in Path("/proc/self/mounts").read_text().splitlines():
         target = line.split()[1]
-        if target.startswith(str(path)):
+        if target.startswith((str(path), *(str(root) for root in roots))):
             subprocess.run(["umount", "-l", target], check=False)
+    for root in roots:
+        shutil.rmtree(root, ignore_errors=True)
     shutil.rmtree(path, ignore_errors=True)
 
 
