@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from jobrunner.sandbox.cgroups import Cgroups
 from jobrunner.sandbox.layout import Layout
 from support.jobclient import GENEROUS, JOBRUNNER, need_sandbox
 from support.servers import ServerProcess
@@ -22,7 +23,11 @@ def state_dir() -> Iterator[Path]:
     yield path
     # A worker killed mid-job (pool tests) leaves its job's tmpfs mounted: take it down, and
     # remove the jail trees (environments, work mount points) of the servers that ran here.
-    roots = [Layout.for_state(state).root for state in [*path.glob("*"), *path.glob("*/*")]]
+    layouts = [Layout.for_state(state) for state in [*path.glob("*"), *path.glob("*/*")]]
+    roots = [layout.root for layout in layouts]
+    for layout in layouts:  # the servers have stopped: nothing of theirs may still run
+        if (cgroups := Cgroups.detect(layout.instance)) is not None:
+            cgroups.reap()
     for line in Path("/proc/self/mounts").read_text().splitlines():
         target = line.split()[1]
         if target.startswith((str(path), *(str(root) for root in roots))):
