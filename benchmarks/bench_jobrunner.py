@@ -96,6 +96,8 @@ def sandbox_overhead() -> list[Row]:
         bare_ms, jailed_ms = median_ms(bare), median_ms(jailed)
     finally:
         job.remove()
+        sandbox.cgroups.reap()
+        shutil.rmtree(sandbox.layout.root, ignore_errors=True)
         shutil.rmtree(root, ignore_errors=True)
     return [
         Row(

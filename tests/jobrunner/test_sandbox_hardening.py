@@ -1,10 +1,12 @@
 """Hostile jobs against the sandbox (issue 10, items 8-13), tried for real in nsjail as root."""
 
+import re
 import signal
 from pathlib import Path
 
 import httpx
 
+from jobrunner.sandbox.layout import Layout
 from support.jobclient import GENEROUS, log_of, run_job, submit
 from support.servers import wait_until
 
@@ -132,8 +134,8 @@ print("cmdline", repr(open("/proc/cmdline").read()))
     assert "cmdline ''" in log
     cgroups = [line for line in log.splitlines() if line[:1].isdigit() and ":/" in line]
     assert cgroups, log
-    for line in cgroups:  # rooted at the job's own cgroup: no host path, no other job's id
-        assert line.split(":", 2)[2] in ("/", f"/NSJAIL.{line.split('NSJAIL.')[-1]}"), line
+    for line in cgroups:  # rooted at the job's own cgroup: no host path, not even its own id
+        assert re.fullmatch(r"(/\.\.)?/(NSJAIL\.\d+)?", line.split(":", 2)[2]), line
 
 
 def _job_processes(token: str) -> list[int]:
@@ -149,11 +151,11 @@ def _job_processes(token: str) -> list[int]:
 
 def _mounts_below(path: Path) -> list[str]:
     targets = [line.split()[4] for line in Path("/proc/self/mountinfo").read_text().splitlines()]
-    return [t for t in targets if t.startswith(str(path)) or "jobrunner-jail" in t]
+    return [target for target in targets if target.startswith(f"{path}/")]
 
 
 def _start_long_job(url: str, token: str) -> str:
-    code = "import sys, time\nopen('alive.txt', 'w').write('x')\nprint('up', flush=True)\n"
+    code = "import time\nopen('alive.txt', 'w').write('x')\nprint('up', flush=True)\n"
     code += "time.sleep(120)\n"
     response = submit(url, {"main.py": code}, {"entrypoint": "main.py", "args": [token]})
     job_id = response.json()["job_id"]
@@ -169,18 +171,23 @@ def test_jobs_die_with_a_killed_server_and_a_restart_reaps_only_its_own(start_se
     _start_long_job(victim.url, "victim-token")
     assert _job_processes("victim-token")
 
+    victim_work = Layout.for_state(victim_state).work
+    neighbour_files = Layout.for_state(neighbour_state).work / neighbour_job / "alive.txt"
     victim.proc.send_signal(signal.SIGKILL)  # as the OOM killer does: no cleanup at all
     victim.wait(10)
     assert wait_until(lambda: not _job_processes("victim-token"), 15), "the job outlived its server"
+    assert _mounts_below(victim_work)  # its work dir is still mounted: the restart's to reap
 
     restarted = start_server(*GENEROUS, state=victim_state)  # the same instance comes back
+    assert not _mounts_below(victim_work)
     record = run_job(restarted.url, "print('after restart')\n")
     assert record["status"] == "completed"
+    assert log_of(restarted.url, record["job_id"]) == "after restart\n"
     # The neighbour (another instance on the same host) kept its running job and its files.
-    assert _job_processes("neighbour-token")
+    assert _job_processes("neighbour-token") and neighbour_files.exists()
     assert httpx.get(f"{neighbour.url}/status/{neighbour_job}").json()["status"] == "running"
     restarted.stop()
-    assert _job_processes("neighbour-token")
+    assert _job_processes("neighbour-token") and neighbour_files.exists()
 
 
 def test_state_dir_below_a_parent_nobody_else_may_enter(start_server, state_dir):
