@@ -38,7 +38,7 @@ if [ "${1:-}" = "--inside" ]; then
         "controllers: $(cat /sys/fs/cgroup/cgroup.controllers)"
     cd "$repo"
     set +e
-    CI=true .venv/bin/python -m pytest -p no:cacheprovider -q -rA "${TESTS[@]}" 2>&1
+    CI=true JOBRUNNER_TEST_START_TIMEOUT=300 .venv/bin/python -m pytest -p no:cacheprovider -q -rA "${TESTS[@]}" 2>&1
     code=$?
     set -e
     echo "CGROUP2-VM-RESULT $code"

@@ -1,5 +1,6 @@
 """Fixtures: real `jobrunner serve` processes on 127.0.0.1 with the real nsjail sandbox."""
 
+import os
 import shutil
 import subprocess
 import tempfile
@@ -12,6 +13,10 @@ from jobrunner.sandbox.cgroups import Cgroups
 from jobrunner.sandbox.layout import Layout
 from support.jobclient import GENEROUS, JOBRUNNER, need_sandbox
 from support.servers import ServerProcess
+
+# How long a server may take to say where it listens: in the cgroup v2 VM under TCG emulation
+# (`make test-cgroup2`) Python starts an order of magnitude slower than on a host.
+START_TIMEOUT = float(os.environ.get("JOBRUNNER_TEST_START_TIMEOUT", "30"))
 
 
 @pytest.fixture
@@ -52,7 +57,8 @@ def start_server(state_dir):
                 "--state-dir",
                 str(state or state_dir / f"s{len(started)}"),
                 *args,
-            ]
+            ],
+            timeout=START_TIMEOUT,
         )
         started.append(server)
         return server

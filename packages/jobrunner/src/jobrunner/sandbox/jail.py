@@ -28,7 +28,7 @@ from jobrunner.sandbox import workdir
 from jobrunner.sandbox.cgroups import Cgroups, JobCgroup
 from jobrunner.sandbox.layout import Layout
 
-log = logging.getLogger("jobrunner.sandbox")
+logger = logging.getLogger("jobrunner.sandbox")
 POLICY = Path(__file__).with_name("policy.cfg")
 BASE_ENV = {
     "PATH": "/venv/bin:/usr/local/bin:/usr/bin:/bin",
@@ -112,7 +112,7 @@ class Sandbox:
         for legacy in (state / "jobs").glob("*/work"):  # work dirs of the older layout
             workdir.unmount(legacy)
         if leftovers or kept:
-            log.warning(
+            logger.warning(
                 "reaped %d job(s) left by an earlier run; still mounted, kept: %s",
                 leftovers,
                 ", ".join(kept) or "none",
