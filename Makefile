@@ -6,7 +6,7 @@ STAMP  := $(VENV)/.installed
 PACKAGES := servekit jobrunner marks
 DIST   ?= dist
 
-.PHONY: dev test lint format demo bench bench-hostile dist system clean
+.PHONY: dev test lint format demo bench bench-hostile dist system clean test-cgroup2
 
 $(STAMP): pyproject.toml $(foreach p,$(PACKAGES),packages/$(p)/pyproject.toml)
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -22,6 +22,10 @@ system:
 
 test: dev system
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+# The sandbox tests on a cgroup-v2-only kernel in a qemu VM (root; slow under TCG; not in `test`).
+test-cgroup2: dev
+	bash ci/cgroup2-vm.sh
 
 lint: dev
 	$(BIN)/ruff check .

@@ -1,5 +1,6 @@
 """Fixtures: real `jobrunner serve` processes on 127.0.0.1 with the real nsjail sandbox."""
 
+import os
 import shutil
 import subprocess
 import tempfile
@@ -8,8 +9,14 @@ from pathlib import Path
 
 import pytest
 
+from jobrunner.sandbox.cgroups import Cgroups
+from jobrunner.sandbox.layout import Layout
 from support.jobclient import GENEROUS, JOBRUNNER, need_sandbox, worker_key, write_allowlist
 from support.servers import ServerProcess
+
+# How long a server may take to say where it listens: in the cgroup v2 VM under TCG emulation
+# (`make test-cgroup2`) Python starts an order of magnitude slower than on a host.
+START_TIMEOUT = float(os.environ.get("JOBRUNNER_TEST_START_TIMEOUT", "30"))
 
 
 @pytest.fixture
@@ -19,11 +26,19 @@ def state_dir() -> Iterator[Path]:
     path = Path(tempfile.mkdtemp(prefix="jobrunner-test-", dir="/tmp"))
     path.chmod(0o711)
     yield path
-    # A worker killed mid-job (pool tests) leaves its job's tmpfs mounted: take it down.
+    # A worker killed mid-job (pool tests) leaves its job's tmpfs mounted: take it down, and
+    # remove the jail trees (environments, work mount points) of the servers that ran here.
+    layouts = [Layout.for_state(state) for state in [*path.glob("*"), *path.glob("*/*")]]
+    roots = [layout.root for layout in layouts]
+    for layout in layouts:  # the servers have stopped: nothing of theirs may still run
+        if (cgroups := Cgroups.detect(layout.instance)) is not None:
+            cgroups.reap()
     for line in Path("/proc/self/mounts").read_text().splitlines():
         target = line.split()[1]
-        if target.startswith(str(path)):
+        if target.startswith((str(path), *(str(root) for root in roots))):
             subprocess.run(["umount", "-l", target], check=False)
+    for root in roots:
+        shutil.rmtree(root, ignore_errors=True)
     shutil.rmtree(path, ignore_errors=True)
 
 
@@ -46,6 +61,7 @@ def start_server(state_dir):
                 *args,
             ],
             env=env,
+            timeout=START_TIMEOUT,
         )
         started.append(server)
         return server

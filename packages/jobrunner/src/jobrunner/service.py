@@ -105,7 +105,8 @@ class JobService:
             clock,
         )
         self.environments = Environments(
-            settings.state / "envs",
+            # The sandbox keeps environments where its jails can reach them (sandbox/layout.py).
+            getattr(runner, "environments_root", settings.state / "envs"),
             templates_dir=Path(settings.templates_dir) if settings.templates_dir else None,
         )
         self._waiting: set[asyncio.Task[None]] = set()  # jobs waiting for their build
@@ -136,8 +137,9 @@ class JobService:
         state.mkdir(parents=True, exist_ok=True)
         state.chmod(0o711)  # the jail must traverse it to reach binds; nobody may list it
         # Jobs of an earlier run are gone with its memory: their files must go too.
+        # (The sandbox has killed and unmounted what they left before we got here.)
         shutil.rmtree(self.jobs_dir, ignore_errors=True)
-        self.jobs_dir.mkdir(mode=0o711)
+        self.jobs_dir.mkdir(mode=0o711, exist_ok=True)
         self.environments.prepare()
 
     async def drain(self) -> None:

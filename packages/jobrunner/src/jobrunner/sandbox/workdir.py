@@ -41,6 +41,39 @@ def unmount(path: Path) -> None:
             raise OSError(code, f"unmount {path}: {os.strerror(code)}")
 
 
+def mount_points_below(directory: Path) -> list[Path]:
+    """Mount points strictly below `directory`, deepest first."""
+    prefix = os.fsencode(directory.resolve()) + b"/"
+    found = []
+    with open("/proc/self/mountinfo", "rb") as handle:
+        for line in handle:
+            target = line.split()[4]
+            # mountinfo escapes space, tab, newline and backslash as octal (\040 ...)
+            target = re.sub(rb"\\([0-7]{3})", lambda m: bytes([int(m.group(1), 8)]), target)
+            if target.startswith(prefix):
+                found.append(Path(os.fsdecode(target)))
+    return sorted(set(found), key=lambda path: -len(path.parts))
+
+
+def reap(directory: Path) -> list[str]:
+    """Unmount and remove what jobs of an earlier run left below `directory` (their processes
+    must be dead already). A directory still mounted after that is left alone, never deleted
+    through: returns the names of those it kept."""
+    if not directory.is_dir():
+        return []
+    for target in mount_points_below(directory):
+        unmount(target)
+    kept = []
+    for entry in directory.iterdir():
+        if os.path.ismount(entry) or mount_points_below(entry):
+            kept.append(entry.name)
+        elif entry.is_dir() and not entry.is_symlink():
+            shutil.rmtree(entry, ignore_errors=True)
+        else:
+            entry.unlink(missing_ok=True)
+    return kept
+
+
 def is_full(path: Path, slack_bytes: int = 64 * 1024) -> bool:
     """Whether the job used up its storage (bytes or inodes)."""
     info = os.statvfs(path)
