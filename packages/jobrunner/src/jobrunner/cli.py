@@ -1,19 +1,17 @@
 """The `jobrunner` command line. Commands import their modules lazily so `--help` stays fast."""
 
 import sys
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, BinaryIO, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
 from jobrunner import __version__, client_commands
 
 if TYPE_CHECKING:
-    from jobrunner.client import Client
     from jobrunner.environments import Environments
 
-T = TypeVar("T")
 F = TypeVar("F", bound=Callable[..., Any])
 
 

@@ -72,7 +72,7 @@ class Environments:
         self.uses = 0
         self.builds = 0
         self._sizes: dict[str, int] = {}
-        self._building: dict[str, asyncio.Task] = {}
+        self._building: dict[str, asyncio.Task[Path]] = {}
 
     def path(self, name: str) -> Path:
         return self.root / name

@@ -20,7 +20,7 @@ import base64
 import hashlib
 import math
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -165,7 +165,7 @@ def _is_amount(value: object) -> bool:
     return math.isfinite(value) and value >= 0
 
 
-_KINDS = {
+_KINDS: dict[str, Callable[[object], bool]] = {
     "string": lambda value: isinstance(value, str),
     "string or null": lambda value: value is None or isinstance(value, str),
     "integer >= 0": _is_count,

@@ -27,8 +27,8 @@ import aiofiles
 
 from jobrunner.sandbox import workdir
 from jobrunner.sandbox.cgroups import Cgroups, JobCgroup
-from jobrunner.wire import Failure
 from jobrunner.sandbox.layout import Layout
+from jobrunner.wire import Failure
 
 logger = logging.getLogger("jobrunner.sandbox")
 POLICY = Path(__file__).with_name("policy.cfg")
