@@ -160,7 +160,7 @@ def test_tar_member_with_a_non_utf8_name_is_a_400(tmp_path):
             )
             assert response.status_code == 400, response.text
             assert response.json() == {
-                "error": "Invalid files",
+                "error": "Invalid manifest",
                 "details": "bad-\\xff.txt: the name is not valid UTF-8",
             }
 

@@ -175,7 +175,7 @@ def special(kind: bytes) -> bytes:
 def test_server_refuses_bad_archives_with_400(server, state_dir, body, details):
     response = submit(server.url, body, {"entrypoint": "main.py"})
     assert response.status_code == 400
-    assert response.json()["error"] == "Invalid files"
+    assert response.json()["error"] == "Invalid manifest"
     assert details in response.json()["details"]
     # Nothing of the upload stays behind anywhere in the state dir.
     jobs = state_dir / "s0" / "jobs"

@@ -15,7 +15,6 @@ from servekit import exception_handlers as servekit_handlers
 
 _STATUS: dict[type[errors.JobrunnerError], tuple[int, str]] = {
     errors.InvalidManifest: (400, "Invalid manifest"),
-    errors.InvalidFiles: (400, "Invalid files"),
     errors.InvalidChallenge: (400, "Invalid challenge"),
     errors.JobNotFound: (404, "Job not found"),
     errors.FileNotFound: (404, "File not found"),

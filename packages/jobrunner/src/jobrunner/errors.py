@@ -20,8 +20,9 @@ class InvalidManifest(JobrunnerError):
     """The manifest, or the files it names, cannot be accepted."""
 
 
-class InvalidFiles(JobrunnerError):
-    """An uploaded file or archive entry is refused (the message names the entry)."""
+class InvalidFiles(InvalidManifest):
+    """An uploaded file or archive entry is refused (the message names the entry). The interface
+    has one error for "manifest or files invalid", so it answers `Invalid manifest` as well."""
 
 
 class JobNotFound(JobrunnerError):
