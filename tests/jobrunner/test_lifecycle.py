@@ -19,8 +19,12 @@ def test_deleted_shortly_after_every_output_was_downloaded(start_server, state_d
     server = start_server("--delete-after-download", "1", "--retention", "60")
     record = run_job(server.url, "open('a.txt','w').write('a')\nopen('b.txt','w').write('b')\n")
     job = record["job_id"]
+    witness = run_job(server.url, "open('w.txt','w').write('w')\n")["job_id"]
     httpx.get(f"{server.url}/download/{job}/a.txt")
-    time.sleep(1.5)
+    httpx.get(f"{server.url}/download/{witness}/w.txt")
+    # The witness, every output downloaded after `job`'s first one, is deleted: the delay has
+    # passed for `job` too, and the deletion sweep has looked at it.
+    assert wait_until(lambda: gone(server.url, witness), timeout=10)
     assert not gone(server.url, job)  # b.txt was not downloaded yet
     httpx.get(f"{server.url}/download/{job}/b.txt")
     assert not gone(server.url, job)

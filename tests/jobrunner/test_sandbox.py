@@ -9,6 +9,7 @@ import httpx
 import pytest
 
 from support.jobclient import log_of, run_job, submit, wait_finished
+from support.servers import wait_until
 
 
 def test_runs_as_unprivileged_user_inside_and_outside(server):
@@ -135,10 +136,14 @@ def _try_accept(listener: socket.socket):
 def test_cannot_see_other_jobs(server):
     first = submit(
         server.url,
-        {"main.py": "import time\nopen('secret-a.txt','w').write('A')\ntime.sleep(3)\n"},
+        {
+            "main.py": "import time\nopen('secret-a.txt','w').write('A')\n"
+            "print('written', flush=True)\ntime.sleep(6)\n"
+        },
         {"entrypoint": "main.py"},
     ).json()
-    time.sleep(0.5)
+    # The neighbour's file exists before the second job looks for it.
+    assert wait_until(lambda: "written" in log_of(server.url, first["job_id"]), timeout=30)
     code = """
 import os
 print("work", sorted(os.listdir("/work")))
@@ -155,6 +160,8 @@ print("found", found)
     assert "found []" in log
     pids = eval(log.split("pids ", 1)[1].splitlines()[0])
     assert 1 in pids and len(pids) <= 3  # its own PID namespace: itself (and nothing else)
+    # The neighbour was still there (running, its file in place) while the second job looked.
+    assert httpx.get(f"{server.url}/status/{first['job_id']}").json()["status"] == "running"
     wait_finished(server.url, first["job_id"])
 
 
