@@ -20,6 +20,8 @@ _STATUS: dict[type[errors.JobrunnerError], tuple[int, str]] = {
     errors.FileNotFound: (404, "File not found"),
     errors.UploadTimeout: (408, "Request timeout"),
     errors.TooLarge: (413, "Request too large"),
+    errors.WorkerUnreachable: (502, "Worker unreachable"),
+    errors.NoWorkerAvailable: (503, "No worker available"),
     errors.UpgradeRequired: (426, "Upgrade required"),
     errors.RateLimited: (429, "Rate limit exceeded"),
     errors.ShuttingDown: (503, "Service unavailable"),
@@ -43,6 +45,10 @@ def http_error(error: errors.JobrunnerError) -> HTTPError:
     if isinstance(error, errors.UpgradeRequired):
         headers = {"Upgrade": "websocket", "Connection": "Upgrade"}
         return HTTPError(status, title, error.details, headers=headers)
+    if isinstance(error, errors.NoWorkerAvailable) and error.retry_after is not None:
+        return HTTPError(
+            status, title, error.details, headers={"Retry-After": str(error.retry_after)}
+        )
     if isinstance(error, errors.ShuttingDown):
         return HTTPError(status, title, error.details, headers={"Retry-After": "30"})
     return HTTPError(status, title, error.details)

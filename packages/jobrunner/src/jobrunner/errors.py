@@ -60,6 +60,18 @@ class UpgradeRequired(JobrunnerError):
     """A plain HTTP request where only a WebSocket is served."""
 
 
+class WorkerUnreachable(JobrunnerError):
+    """The pool cannot get an answer from the job's worker (not yet declared lost)."""
+
+
+class NoWorkerAvailable(JobrunnerError):
+    """The pool has no healthy worker that accepts the request."""
+
+    def __init__(self, details: str, retry_after: int | None = None) -> None:
+        super().__init__(details)
+        self.retry_after = retry_after
+
+
 def invalid_manifest(details: str) -> InvalidManifest:
     return InvalidManifest(details)
 

@@ -56,7 +56,6 @@ from jobrunner.wire import (
     WorkerMetadata,
     decode_status,
 )
-from servekit import HTTPError
 
 log = logging.getLogger("jobrunner.pool")
 # What a job id may look like before the pool ever puts one into an upstream URL.
@@ -279,11 +278,9 @@ class Pool:
                 return reply.status, answer
             refusals.append(f"{worker.url}: {reply.status}")
         self.limiter.cancel(reservation)
-        raise HTTPError(
-            503,
-            "No worker available",
+        raise errors.NoWorkerAvailable(
             "; ".join(refusals) or "no healthy worker in the pool",
-            headers={"Retry-After": str(max(1, int(self.health_interval)))},
+            retry_after=max(1, int(self.health_interval)),
         )
 
     # --- reading ---------------------------------------------------------------------------------
@@ -302,7 +299,7 @@ class Pool:
         try:
             return self._checked(job, await self._fetch_status(job))
         except WorkerAnswer as error:
-            raise HTTPError(502, "Worker unreachable", f"{job.worker.url}: {error}") from None
+            raise errors.WorkerUnreachable(f"{job.worker.url}: {error}") from None
 
     async def _fetch_status(self, job: PoolJob) -> StatusRecord:
         url = URL(f"{job.worker.url}/status/{quote(job.job_id, safe='')}", encoded=True)
@@ -421,7 +418,7 @@ class Pool:
         """The worker to proxy a read to, and the job id as a URL path segment."""
         job = self.find(job_id)
         if job.lost:
-            raise HTTPError(404, "Job not found", f"{job_id} (its worker was lost)")
+            raise errors.JobNotFound(f"{job_id} (its worker was lost)")
         return job.worker, quote(job.job_id, safe="")
 
     async def environments(self) -> tuple[int, bytes]:
@@ -431,7 +428,7 @@ class Pool:
             with contextlib.suppress(aiohttp.ClientError, TimeoutError):
                 async with self.session("api").get(f"{worker.url}/environments") as reply:
                     return reply.status, await reply.read()
-        raise HTTPError(503, "No worker available", "no healthy worker in the pool")
+        raise errors.NoWorkerAvailable("no healthy worker in the pool")
 
     def stats(self, client_ip: str) -> Stats:
         verdict = self.limiter.verdict(client_ip)

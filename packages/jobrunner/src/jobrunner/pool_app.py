@@ -21,7 +21,7 @@ from jobrunner import __version__, errors
 from jobrunner.app import interface
 from jobrunner.pool import Pool
 from jobrunner.wire import ServerInfo
-from servekit import HTTPError, JSONResponse, TrustedProxies, client_ip
+from servekit import JSONResponse, TrustedProxies, client_ip
 
 PASSED_HEADERS = (
     "content-type",
@@ -77,9 +77,7 @@ def build_pool_app(pool: Pool, trusted: TrustedProxies, max_upload_mb: int = 50)
                     if len(body) > limit:
                         raise errors.too_large(max_upload_mb)
         except TimeoutError:
-            raise HTTPError(
-                408, "Request timeout", f"the upload took over {pool.upload_timeout:g} s"
-            ) from None
+            raise errors.UploadTimeout(f"the upload took over {pool.upload_timeout:g} s") from None
         status, answer = await pool.submit(ip, bytes(body), request.headers.get("content-type", ""))
         return Response(answer, status, media_type="application/json")
 
@@ -90,7 +88,7 @@ def build_pool_app(pool: Pool, trusted: TrustedProxies, max_upload_mb: int = 50)
         try:
             reply = await session.get(URL(upstream, encoded=True))
         except (aiohttp.ClientError, TimeoutError) as error:
-            raise HTTPError(502, "Worker unreachable", type(error).__name__) from None
+            raise errors.WorkerUnreachable(type(error).__name__) from None
         headers = {k: v for k, v in reply.headers.items() if k.lower() in PASSED_HEADERS}
 
         async def body() -> AsyncIterator[bytes]:
