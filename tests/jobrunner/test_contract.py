@@ -2,6 +2,7 @@
 process, driven over real HTTP and WebSockets, with a fake runner instead of nsjail."""
 
 import asyncio
+import gc
 import io
 import json
 import os
@@ -396,7 +397,9 @@ def open_fds() -> int:
 def test_nul_in_args_or_env_is_a_400_and_leaks_nothing(tmp_path, manifest, details):
     async def scenario(served: Served) -> None:
         async with httpx.AsyncClient() as client:
-            await submit(client, served, steps())  # warm up: connections, threads
+            warm_up = await submit(client, served, steps())  # connections, threads
+            await finished(client, served, warm_up.json()["job_id"])  # its files closed
+            gc.collect()  # what earlier tests left unreferenced closes now, not while we count
             before = open_fds()
             for _ in range(20):
                 response = await submit(
@@ -407,6 +410,7 @@ def test_nul_in_args_or_env_is_a_400_and_leaks_nothing(tmp_path, manifest, detai
                 )
                 assert response.status_code == 400
                 assert response.json() == {"error": "Invalid manifest", "details": details}
+            gc.collect()
             assert open_fds() == before
             assert len(os.listdir(served.service.jobs_dir)) == 1  # only the warm-up job
 
