@@ -19,6 +19,7 @@ from pathlib import Path
 
 ROOT = "jobrunner"
 CONTROLLERS = ("memory", "pids", "cpu")
+DEFAULT_WEIGHT = 100  # cgroup v2's `cpu.weight` default (v1: `cpu.shares` 1024)
 _CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
 
@@ -126,6 +127,25 @@ class JobCgroup:
                     return int(value) / 1e6
             return 0.0
         return _process_cpu_seconds(_pids_below([self.memory_dir]))
+
+    @property
+    def cpu_dir(self) -> Path:
+        return self.memory_dir if self.version == 2 else self.dirs[CONTROLLERS.index("cpu")]
+
+    def cpu_weight(self) -> int:
+        """The job's CPU weight on v2's scale (default 100), read back from its cgroup."""
+        if self.version == 2:
+            return _read_int(self.cpu_dir / "cpu.weight") or DEFAULT_WEIGHT
+        shares = _read_int(self.cpu_dir / "cpu.shares") or 1024
+        return max(1, round(shares * DEFAULT_WEIGHT / 1024))
+
+    def set_cpu_weight(self, weight: int) -> None:
+        """The job's share of contended CPU against the other jobs (v2's scale: 100 = the
+        default; v1's `cpu.shares` is that times 1024/100). Its quota (one core) stays."""
+        if self.version == 2:
+            _write(self.cpu_dir / "cpu.weight", str(weight))
+        else:
+            _write(self.cpu_dir / "cpu.shares", str(max(2, weight * 1024 // DEFAULT_WEIGHT)))
 
     def kill_all(self) -> None:
         """SIGKILL whatever is still in the job's cgroups (normally nothing: nsjail reaps all)."""

@@ -11,6 +11,7 @@ and whatever survives a server crash is found by the next start, see `cgroups.Cg
 """
 
 import asyncio
+import contextlib
 import logging
 import os
 import re
@@ -31,6 +32,9 @@ from jobrunner.sandbox.layout import Layout
 from jobrunner.wire import Failure
 
 logger = logging.getLogger("jobrunner.sandbox")
+# Least attained service for the CPU: after this many CPU-seconds a job's weight drops to 1/10.
+DEMOTE_AFTER_CPU_SECONDS = 1.0
+DEMOTED_CPU_WEIGHT = 10
 POLICY = Path(__file__).with_name("policy.cfg")
 BASE_ENV = {
     "PATH": "/venv/bin:/usr/local/bin:/usr/bin:/bin",
@@ -258,9 +262,18 @@ async def _pump(fd: int, on_output: Callable[[bytes], None]) -> None:
 
 
 async def _sample_cpu(job_cgroup: JobCgroup, on_cpu: Callable[[float], None]) -> None:
+    demoted = False
     while True:
         await asyncio.sleep(0.5)
-        on_cpu(await asyncio.to_thread(job_cgroup.cpu_seconds))
+        used = await asyncio.to_thread(job_cgroup.cpu_seconds)
+        on_cpu(used)
+        if not demoted and used >= DEMOTE_AFTER_CPU_SECONDS:
+            # A job that has used this much CPU is a long one (or a fork bomb): from now on it
+            # gets a small share of contended CPU, so the short jobs running beside it are not
+            # slowed down by it. It still may use a whole core when nothing else wants it.
+            with contextlib.suppress(OSError):  # the job may be ending right now
+                await asyncio.to_thread(job_cgroup.set_cpu_weight, DEMOTED_CPU_WEIGHT)
+            demoted = True
 
 
 def _classify(
