@@ -333,6 +333,30 @@ def test_a_client_over_its_limit_is_refused_before_its_body(tmp_path):
     run(scenario, tmp_path, rate_concurrent=1)
 
 
+def test_a_refused_small_upload_is_answered_429_not_reset(tmp_path):
+    """A client that reads only after it has sent its whole body (aiohttp, the jobrunner client)
+    gets the 429, never a connection reset from the server closing under its writes."""
+    from jobrunner.client import Client, JobrunnerError
+
+    body = os.urandom(256 * 1024)  # incompressible: the upload is really this big
+
+    async def scenario(served: Served) -> None:
+        async with httpx.AsyncClient() as client:
+            held = (await submit(client, served, steps({"wait": "g"}))).json()
+            assert held["status"] == "queued"
+        async with Client(served.url) as jobclient:
+            for _ in range(10):
+                with pytest.raises(JobrunnerError) as refused:
+                    await jobclient.submit(
+                        tarball=tarball({"main.json": steps(), "pad.bin": body}),
+                        entrypoint="main.json",
+                    )
+                assert refused.value.status == 429
+        served.runner.open("g")
+
+    run(scenario, tmp_path, rate_concurrent=1)
+
+
 def test_uploads_in_progress_count_against_the_concurrent_limit(tmp_path):
     async def scenario(served: Served) -> None:
         host, port = served.url.removeprefix("http://").rsplit(":", 1)

@@ -20,7 +20,7 @@ from starlette.types import Message, Receive
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from jobrunner import errors
-from jobrunner.edge import exception_handlers
+from jobrunner.edge import drop_small_body, exception_handlers
 from jobrunner.jobs import Follower, Job, Log
 from jobrunner.service import JobService, UploadPart
 from servekit import CorsPolicy, JSONResponse, TrustedProxies, client_ip
@@ -74,7 +74,11 @@ def build_app(
         if length and length.isdigit() and int(length) > limit:
             raise errors.too_large(s.max_upload_mb)
         # Limits first, from the headers alone: a client over them is refused before it uploads.
-        reservation = service.admit(ip)
+        try:
+            reservation = service.admit(ip)
+        except errors.JobrunnerError:
+            await drop_small_body(request)  # so that the client reads the 429, not a reset
+            raise
         handed_over = False  # from then on, the service gives the slot back if the job fails
         try:
             limited = Request(request.scope, _limited(request.receive, limit, s.max_upload_mb))

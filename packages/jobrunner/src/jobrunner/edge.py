@@ -4,9 +4,11 @@ The worker's app and the pool's app both register `exception_handlers()`, so a s
 a response for a refusal; it raises a `JobrunnerError` subclass and this table says how it looks.
 """
 
+import asyncio
+import contextlib
 from typing import Any
 
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 
 from jobrunner import errors
@@ -61,3 +63,29 @@ async def _on_domain_error(request: Request, exc: Exception) -> Response:
 
 def exception_handlers() -> dict[Any, Any]:
     return {**servekit_handlers(), errors.JobrunnerError: _on_domain_error}
+
+
+# A refused upload of at most this size is read (and dropped) before the refusal is sent.
+DRAIN_BYTES = 1 << 20
+DRAIN_SECONDS = 2.0
+
+
+async def drop_small_body(request: Request) -> None:
+    """Read and drop the body of a request refused from its headers, if it is small.
+
+    An HTTP/1.1 server that answers before the body arrived must close the connection (hypercorn
+    does), and the kernel then resets it while the client is still writing: a client that reads
+    only after sending everything (aiohttp, requests) sees a reset instead of the `429`. Reading
+    up to `DRAIN_BYTES` within `DRAIN_SECONDS` costs nothing in memory and gives such clients
+    the answer; a larger body is refused at once, as before, without being read.
+    """
+    length = request.headers.get("content-length")
+    if length is not None and (not length.isdigit() or int(length) > DRAIN_BYTES):
+        return
+    received = 0
+    with contextlib.suppress(TimeoutError, ClientDisconnect):
+        async with asyncio.timeout(DRAIN_SECONDS):
+            async for chunk in request.stream():
+                received += len(chunk)
+                if received > DRAIN_BYTES:
+                    return

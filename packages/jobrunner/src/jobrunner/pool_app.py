@@ -19,6 +19,7 @@ from yarl import URL
 
 from jobrunner import __version__, errors
 from jobrunner.app import interface
+from jobrunner.edge import drop_small_body
 from jobrunner.pool import Pool
 from jobrunner.wire import ServerInfo
 from servekit import JSONResponse, TrustedProxies, client_ip
@@ -68,7 +69,11 @@ def build_pool_app(pool: Pool, trusted: TrustedProxies, max_upload_mb: int = 50)
         length = request.headers.get("content-length")
         if length and length.isdigit() and int(length) > limit:
             raise errors.too_large(max_upload_mb)
-        await pool.admit(ip)  # 429 from the headers alone: never read a refused upload
+        try:
+            await pool.admit(ip)  # 429 from the headers alone: never keep a refused upload
+        except errors.JobrunnerError:
+            await drop_small_body(request)  # so that the client reads the 429, not a reset
+            raise
         body = bytearray()
         try:
             async with asyncio.timeout(pool.upload_timeout):  # a slow body holds nothing for ever
