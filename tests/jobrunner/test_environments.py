@@ -5,6 +5,7 @@ import subprocess
 import httpx
 import pytest
 
+from jobrunner.sandbox.layout import Layout
 from support.jobclient import GENEROUS, JOBRUNNER, log_of, submit, wait_finished
 from support.servers import wait_until
 
@@ -77,6 +78,7 @@ def test_a_failed_build_fails_its_jobs_with_a_readable_line(start_server, templa
 @pytest.mark.timeout(240)
 def test_env_list_and_build_ahead(state_dir, templates):
     state = state_dir / "cli"
+    state.mkdir()  # so that the fixture finds it and removes its jail tree afterwards
     listing = subprocess.run(
         [JOBRUNNER, "env", "list", "--state-dir", str(state), "--templates-dir", str(templates)],
         capture_output=True,
@@ -105,7 +107,8 @@ def test_env_list_and_build_ahead(state_dir, templates):
         timeout=200,
     )
     assert built.returncode == 0, built.stderr
-    assert (state / "envs" / "nlp" / "bin" / "python").exists()
+    # Built where the sandboxed server of that state dir looks for it (its jail tree).
+    assert (Layout.for_state(state).envs / "nlp" / "bin" / "python").exists()
     failed = subprocess.run(
         [
             JOBRUNNER,

@@ -77,10 +77,12 @@ def _environments(
 ) -> "Environments":
     from jobrunner.config import load
     from jobrunner.environments import Environments
+    from jobrunner.sandbox.layout import Layout
 
     settings = load(config_file, state_dir=state_dir, templates_dir=templates_dir)
     folder = Path(settings.templates_dir) if settings.templates_dir else None
-    return Environments(settings.state / "envs", templates_dir=folder)
+    # Where the sandboxed server of this state dir keeps them (see sandbox/layout.py).
+    return Environments(Layout.for_state(settings.state).envs, templates_dir=folder)
 
 
 _env_options = [
