@@ -88,7 +88,8 @@ def test_env_list_and_build_ahead(state_dir, templates):
     header, *lines = listing.stdout.splitlines()
     # No server is asked: the first line says whose templates these are.
     assert header.startswith("Environment templates of this installation, built under ")
-    assert str(state / "envs") in header
+    # ...and where they are built: the jail tree of that state dir, where its server looks.
+    assert str(Layout.for_state(state).envs) in header
     names = [line.split()[0] for line in lines if not line.startswith(" ")]
     assert names == ["default", "ml-basic", "vision", "nlp", "data-science", "scientific"]
     built = subprocess.run(
