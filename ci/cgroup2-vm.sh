@@ -16,6 +16,7 @@ set -euo pipefail
 TESTS=(
     tests/jobrunner/test_sandbox.py
     tests/jobrunner/test_sandbox_hardening.py
+    tests/jobrunner/test_cpu_share.py
     "tests/jobrunner/test_api.py::test_completed_job_status_outputs_and_downloads"
 )
 MODULES="virtio_ring virtio virtio_pci_modern_dev virtio_pci_legacy_dev virtio_pci netfs fscache
