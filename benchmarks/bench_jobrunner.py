@@ -57,15 +57,15 @@ def sandbox_overhead() -> list[Row]:
     from jobrunner.sandbox import Sandbox
     from jobrunner.sandbox.jail import POLICY
 
-    sandbox = Sandbox.find()
     root = Path(tempfile.mkdtemp(dir="/tmp"))
     root.chmod(0o711)
+    sandbox = Sandbox.find(root)
     env = root / "venv"
     subprocess.run(["/usr/bin/python3", "-m", "venv", "--without-pip", str(env)], check=True)
     work = root / "work"
     work.mkdir()
     os.chown(work, 65534, 65534)
-    job = sandbox.cgroups.create("bench-overhead")
+    job = sandbox.cgroups.create("bench-overhead", 512 * 2**20)
     jailed = [
         str(sandbox.nsjail),
         "--config",
@@ -96,6 +96,8 @@ def sandbox_overhead() -> list[Row]:
         bare_ms, jailed_ms = median_ms(bare), median_ms(jailed)
     finally:
         job.remove()
+        sandbox.cgroups.reap()
+        shutil.rmtree(sandbox.layout.root, ignore_errors=True)
         shutil.rmtree(root, ignore_errors=True)
     return [
         Row(

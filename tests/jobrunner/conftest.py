@@ -1,5 +1,6 @@
 """Fixtures: real `jobrunner serve` processes on 127.0.0.1 with the real nsjail sandbox."""
 
+import os
 import shutil
 import subprocess
 import tempfile
@@ -8,8 +9,14 @@ from pathlib import Path
 
 import pytest
 
-from support.jobclient import GENEROUS, JOBRUNNER, need_sandbox
+from jobrunner.sandbox.cgroups import Cgroups
+from jobrunner.sandbox.layout import Layout
+from support.jobclient import GENEROUS, JOBRUNNER, need_sandbox, worker_key, write_allowlist
 from support.servers import ServerProcess
+
+# How long a server may take to say where it listens: in the cgroup v2 VM under TCG emulation
+# (`make test-cgroup2`) Python starts an order of magnitude slower than on a host.
+START_TIMEOUT = float(os.environ.get("JOBRUNNER_TEST_START_TIMEOUT", "30"))
 
 
 @pytest.fixture
@@ -19,11 +26,19 @@ def state_dir() -> Iterator[Path]:
     path = Path(tempfile.mkdtemp(prefix="jobrunner-test-", dir="/tmp"))
     path.chmod(0o711)
     yield path
-    # A worker killed mid-job (pool tests) leaves its job's tmpfs mounted: take it down.
+    # A worker killed mid-job (pool tests) leaves its job's tmpfs mounted: take it down, and
+    # remove the jail trees (environments, work mount points) of the servers that ran here.
+    layouts = [Layout.for_state(state) for state in [*path.glob("*"), *path.glob("*/*")]]
+    roots = [layout.root for layout in layouts]
+    for layout in layouts:  # the servers have stopped: nothing of theirs may still run
+        if (cgroups := Cgroups.detect(layout.instance)) is not None:
+            cgroups.reap()
     for line in Path("/proc/self/mounts").read_text().splitlines():
         target = line.split()[1]
-        if target.startswith(str(path)):
+        if target.startswith((str(path), *(str(root) for root in roots))):
             subprocess.run(["umount", "-l", target], check=False)
+    for root in roots:
+        shutil.rmtree(root, ignore_errors=True)
     shutil.rmtree(path, ignore_errors=True)
 
 
@@ -31,7 +46,9 @@ def state_dir() -> Iterator[Path]:
 def start_server(state_dir):
     started: list[ServerProcess] = []
 
-    def start(*args: str, state: Path | None = None) -> ServerProcess:
+    def start(
+        *args: str, state: Path | None = None, env: dict[str, str] | None = None
+    ) -> ServerProcess:
         need_sandbox()
         server = ServerProcess(
             [
@@ -42,7 +59,9 @@ def start_server(state_dir):
                 "--state-dir",
                 str(state or state_dir / f"s{len(started)}"),
                 *args,
-            ]
+            ],
+            env=env,
+            timeout=START_TIMEOUT,
         )
         started.append(server)
         return server
@@ -56,3 +75,46 @@ def start_server(state_dir):
 def server(start_server) -> ServerProcess:
     """A server whose rate limits do not get in the way of tests about something else."""
     return start_server(*GENEROUS)
+
+
+@pytest.fixture
+def cluster(start_server, state_dir):
+    """Start workers and a pool: cluster(workers=2, entries=None, pool_args=())."""
+    started: list[ServerProcess] = []
+
+    def make(workers: int = 2, entries=None, pool_args=(), worker_args=()):
+        nodes = [
+            start_server(
+                *GENEROUS,
+                "--concurrency",
+                "1",
+                "--trusted-proxy",
+                "127.0.0.1",
+                *(worker_args[n] if n < len(worker_args) else ()),
+            )
+            for n in range(workers)
+        ]
+        if entries is None:
+            entries = [(node.url, worker_key(node.url)) for node in nodes]
+        config = write_allowlist(state_dir / f"workers-{len(started)}.toml", entries)
+        pool = ServerProcess(
+            [
+                JOBRUNNER,
+                "pool",
+                "--workers",
+                str(config),
+                "--port",
+                "0",
+                "--state-dir",
+                str(state_dir / f"pool{len(started)}"),
+                "--health-interval",
+                "0.3",
+                *pool_args,
+            ]
+        )
+        started.append(pool)
+        return pool, nodes
+
+    yield make
+    for pool in started:
+        pool.stop()

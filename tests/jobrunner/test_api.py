@@ -270,7 +270,11 @@ def test_missing_manifest_and_missing_files(server):
     assert no_manifest.status_code == 400
     assert no_manifest.json()["details"] == "Missing form field: manifest"
     no_files = httpx.post(f"{server.url}/submit", data={"manifest": '{"entrypoint": "a.py"}'})
-    assert no_files.status_code == 400 and no_files.json()["error"] == "Invalid files"
+    assert no_files.status_code == 400
+    assert no_files.json() == {
+        "error": "Invalid manifest",
+        "details": "no files were uploaded (form field `files`)",
+    }
 
 
 def test_plain_file_parts_are_accepted(server):

@@ -121,3 +121,54 @@ def test_command_line_submit_follow_download(start_server, project, tmp_path):
         [JOBRUNNER, "status", "x", "--server", "http://127.0.0.1:9"], capture_output=True, text=True
     )
     assert offline.returncode == 1 and "cannot reach the server" in offline.stderr
+
+
+def test_command_line_submit_sets_every_manifest_field(start_server, tmp_path):
+    """Design change of 2026-11-23: `jobrunner submit` has an option for every manifest field.
+    The job shows the ones it can see; the record's job_hash (over the canonical manifest, every
+    field) proves the server got exactly what was asked, limits included."""
+    import hashlib
+
+    import httpx
+
+    from jobrunner.signing import job_hash
+    from jobrunner.wire import Manifest
+
+    server = start_server(*GENEROUS)
+    folder = tmp_path / "fields"
+    folder.mkdir()
+    code = (
+        "import os, sys\nprint('env', os.environ['GREETING'], 'args', *sys.argv[1:])\n"
+        "os.makedirs('out', exist_ok=True)\nopen('out/kept.txt', 'w').write('k')\n"
+        "open('dropped.txt', 'w').write('d')\n"
+    )
+    (folder / "run.py").write_text(code)
+    options = ["--entrypoint", "run.py", "--interpreter", "python", "--environment", "default"]
+    options += ["--arg", "a b", "--arg", "c", "--env", "GREETING=hi there", "--output", "out/"]
+    options += ["--timeout", "30", "--memory-mb", "64"]
+    done = subprocess.run(
+        [JOBRUNNER, "submit", str(folder), *options, "--follow"],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "JOBRUNNER_SERVER": server.url},
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "env hi there args a b c\n"
+    job_id = done.stderr.split("job ", 1)[1].split()[0]
+    listing = httpx.get(f"{server.url}/outputs/{job_id}").json()
+    files = [entry["path"] for entry in listing["outputs"] if entry["type"] == "file"]
+    assert files == ["out/kept.txt"]
+    expected = Manifest(
+        entrypoint="run.py",
+        interpreter="python",
+        args=["a b", "c"],
+        environment="default",
+        outputs=["out/"],
+        env={"GREETING": "hi there"},
+        timeout=30,
+        memory_mb=64,
+    )
+    inputs = [("run.py", hashlib.sha256(code.encode()).hexdigest())]
+    record = httpx.get(f"{server.url}/status/{job_id}").json()
+    assert record["job_hash"] == job_hash(expected, inputs)

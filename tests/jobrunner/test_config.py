@@ -1,5 +1,6 @@
 """Settings: defaults are the interface's limits; TOML < JOBRUNNER_* variables < options."""
 
+import os
 import subprocess
 
 import pytest
@@ -49,3 +50,29 @@ def test_bad_settings_are_one_line_errors(tmp_path, text, message):
     assert result.returncode == 1
     assert result.stderr.startswith("jobrunner: invalid setting") and message in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize(
+    ("how", "named"),
+    [
+        ("variable", "$JOBRUNNER_PORT"),
+        ("option", "--rate-cpu-seconds"),
+        ("file", "`retention` in "),
+    ],
+)
+def test_bad_setting_names_the_variable_flag_or_key_at_fault(tmp_path, how, named):
+    config = tmp_path / "jobrunner.toml"
+    config.write_text("retention = 'long'\n" if how == "file" else "")
+    env = {"JOBRUNNER_PORT": "eighty"} if how == "variable" else {}
+    options = ["--rate-cpu-seconds", "lots"] if how == "option" else []
+    result = subprocess.run(
+        [JOBRUNNER, "serve", "--config", str(config), *options],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        env={**os.environ, **env},
+    )
+    assert result.returncode != 0
+    assert named in result.stderr, result.stderr
+    if how != "option":  # options are typed by click, which adds its usage line
+        assert len(result.stderr.strip().splitlines()) == 1

@@ -1,12 +1,13 @@
 """Environment templates built for real: one build however many jobs wait; failures are clear."""
 
 import subprocess
-import time
 
 import httpx
 import pytest
 
+from jobrunner.sandbox.layout import Layout
 from support.jobclient import GENEROUS, JOBRUNNER, log_of, submit, wait_finished
+from support.servers import wait_until
 
 USES_SIX = "import six\nprint('six', six.__version__)\n"
 
@@ -77,13 +78,19 @@ def test_a_failed_build_fails_its_jobs_with_a_readable_line(start_server, templa
 @pytest.mark.timeout(240)
 def test_env_list_and_build_ahead(state_dir, templates):
     state = state_dir / "cli"
+    state.mkdir()  # so that the fixture finds it and removes its jail tree afterwards
     listing = subprocess.run(
         [JOBRUNNER, "env", "list", "--state-dir", str(state), "--templates-dir", str(templates)],
         capture_output=True,
         text=True,
     )
     assert listing.returncode == 0
-    names = [line.split()[0] for line in listing.stdout.splitlines() if not line.startswith(" ")]
+    header, *lines = listing.stdout.splitlines()
+    # No server is asked: the first line says whose templates these are.
+    assert header.startswith("Environment templates of this installation, built under ")
+    # ...and where they are built: the jail tree of that state dir, where its server looks.
+    assert str(Layout.for_state(state).envs) in header
+    names = [line.split()[0] for line in lines if not line.startswith(" ")]
     assert names == ["default", "ml-basic", "vision", "nlp", "data-science", "scientific"]
     built = subprocess.run(
         [
@@ -101,7 +108,8 @@ def test_env_list_and_build_ahead(state_dir, templates):
         timeout=200,
     )
     assert built.returncode == 0, built.stderr
-    assert (state / "envs" / "nlp" / "bin" / "python").exists()
+    # Built where the sandboxed server of that state dir looks for it (its jail tree).
+    assert (Layout.for_state(state).envs / "nlp" / "bin" / "python").exists()
     failed = subprocess.run(
         [
             JOBRUNNER,
@@ -124,7 +132,9 @@ def test_env_list_and_build_ahead(state_dir, templates):
         text=True,
     ).stdout
     rows = {
-        line.split()[0]: line.split()[1] for line in states.splitlines() if not line.startswith(" ")
+        line.split()[0]: line.split()[1]
+        for line in states.splitlines()[1:]
+        if not line.startswith(" ")
     }
     assert rows["nlp"] == "built" and rows["scientific"] == "not"
     unknown = subprocess.run(
@@ -153,7 +163,7 @@ def test_status_reports_the_environment_while_queued(start_server, templates):
     job = submit(
         server.url, {"main.py": USES_SIX}, {"entrypoint": "main.py", "environment": "nlp"}
     ).json()
-    time.sleep(0.3)
+    assert wait_until(lambda: "is being built" in log_of(server.url, job["job_id"]))
     record = httpx.get(f"{server.url}/status/{job['job_id']}").json()
     assert record["execution_metadata"]["environment"] == "nlp"
     assert "is being built" in log_of(server.url, job["job_id"])

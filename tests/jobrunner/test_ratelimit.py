@@ -1,10 +1,14 @@
 """Per-IP limits: properties over arbitrary arrival sequences, and the real server's answers."""
 
+import ipaddress
+
 import httpx
-from hypothesis import given, settings
+import pytest
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from jobrunner.ratelimit import Limits, RateLimiter, Reservation
+from servekit import rate_key
 from support.jobclient import submit, wait_finished
 
 
@@ -104,8 +108,8 @@ def test_idle_clients_are_forgotten():
     limiter = RateLimiter(Limits(), clock)
     for number in range(1000):
         reservation = limiter.reserve(f"10.0.{number // 250}.{number % 250}")
-        limiter.cpu_used(reservation.ip, "j", 0.5)
-        limiter.finished(reservation.ip, "j")
+        limiter.cpu_used(reservation.key, "j", 0.5)
+        limiter.finished(reservation.key, "j")
     clock.now += 3601
     limiter.sweep()
     assert limiter._clients == {}
@@ -184,3 +188,81 @@ def test_a_zero_hourly_limit_refuses_without_failing():
     verdict = limiter.verdict("ip")
     assert not verdict.allowed and verdict.retry_after == 3600
     assert verdict.reason == "Hourly limit reached: 0/0 submits in the last hour"
+
+
+# --- IPv6 clients are counted by network (servekit.rate_key, shared by server and pool) ----------
+
+ipv6 = st.integers(0, 2**128 - 1).map(ipaddress.IPv6Address)
+ipv4 = st.integers(0, 2**32 - 1).map(ipaddress.IPv4Address)
+prefixes = st.integers(0, 128)
+
+
+@given(ipv6, st.integers(0, 2**64 - 1), prefixes)
+def test_ipv6_addresses_share_a_key_exactly_when_their_prefix_matches(address, noise, prefix):
+    other = ipaddress.IPv6Address(int(address) ^ noise)
+    same_network = int(address) >> (128 - prefix) == int(other) >> (128 - prefix)
+    assume(not address.ipv4_mapped and not other.ipv4_mapped)
+    assert (rate_key(str(address), prefix) == rate_key(str(other), prefix)) == same_network
+    assert ipaddress.ip_address(str(address)) in ipaddress.ip_network(
+        rate_key(str(address), prefix)
+    )
+
+
+@given(ipv6.filter(lambda a: a.ipv4_mapped is None), st.integers(0, 2**64 - 1))
+def test_by_default_one_host_with_a_64_has_one_key(address, host_bits):
+    sibling = ipaddress.IPv6Address((int(address) >> 64 << 64) | host_bits)
+    assume(sibling.ipv4_mapped is None)  # ::ffff:a.b.c.d is an IPv4 host, counted as such
+    assert (
+        rate_key(str(address))
+        == rate_key(str(sibling))
+        == str(ipaddress.IPv6Network((address, 64), strict=False))
+    )
+
+
+@given(ipv4, prefixes)
+def test_ipv4_and_ipv4_mapped_ipv6_are_the_ipv4_address(address, prefix):
+    mapped = f"::ffff:{address}"
+    assert rate_key(str(address), prefix) == rate_key(mapped, prefix) == str(address)
+
+
+@given(st.text(max_size=40))
+def test_any_peer_text_has_a_key_and_never_raises(text):
+    assert isinstance(rate_key(text), str)
+
+
+def test_the_limiter_counts_a_64_as_one_client():
+    limiter = RateLimiter(Limits(concurrent=1), Clock())
+    assert isinstance(limiter.reserve("2001:db8:1:2::1"), Reservation)
+    refused = limiter.reserve("2001:db8:1:2:ffff:ffff:ffff:ffff")
+    assert not isinstance(refused, Reservation) and refused.reason.startswith("Concurrent")
+    assert isinstance(limiter.reserve("2001:db8:1:3::1"), Reservation)  # the next /64
+    wide = RateLimiter(Limits(concurrent=1, ipv6_prefix=128), Clock())
+    assert isinstance(wide.reserve("2001:db8::1"), Reservation)
+    assert isinstance(wide.reserve("2001:db8::2"), Reservation)
+    with pytest.raises(ValueError):
+        Limits(ipv6_prefix=129)
+
+
+def test_server_counts_ipv6_clients_by_64_and_the_prefix_is_configurable(start_server):
+    slow = {"main.py": "import time\ntime.sleep(1.5)\n"}
+    server = start_server("--rate-concurrent", "1", "--trusted-proxy", "127.0.0.1")
+
+    def from_(url, client):
+        return submit(url, slow, {"entrypoint": "main.py"}, headers={"X-Forwarded-For": client})
+
+    assert from_(server.url, "2001:db8:5:6::1").status_code == 200
+    refused = from_(server.url, "2001:db8:5:6:a:b:c:d")
+    assert refused.status_code == 429 and refused.json()["reason"].startswith("Concurrent")
+    assert from_(server.url, "2001:db8:5:7::1").status_code == 200
+    assert from_(server.url, "::ffff:192.0.2.1").status_code == 200
+    assert from_(server.url, "192.0.2.1").status_code == 429  # the same host as the line above
+
+    per_address = start_server(
+        "--rate-concurrent",
+        "1",
+        "--trusted-proxy",
+        "127.0.0.1",
+        env={"JOBRUNNER_RATE_IPV6_PREFIX": "128"},
+    )
+    assert from_(per_address.url, "2001:db8:5:6::1").status_code == 200
+    assert from_(per_address.url, "2001:db8:5:6::2").status_code == 200

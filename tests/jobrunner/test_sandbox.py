@@ -8,7 +8,9 @@ from pathlib import Path
 import httpx
 import pytest
 
+from jobrunner.sandbox.layout import Layout
 from support.jobclient import log_of, run_job, submit, wait_finished
+from support.servers import wait_until
 
 
 def test_runs_as_unprivileged_user_inside_and_outside(server):
@@ -132,13 +134,20 @@ def _try_accept(listener: socket.socket):
         return None
 
 
-def test_cannot_see_other_jobs(server):
+def test_cannot_see_other_jobs(server, state_dir):
+    # The neighbour stays until the test lets it go (a file the host puts in its work dir),
+    # however slow the second job is to run (the cgroup v2 VM emulates its CPU).
     first = submit(
         server.url,
-        {"main.py": "import time\nopen('secret-a.txt','w').write('A')\ntime.sleep(3)\n"},
-        {"entrypoint": "main.py"},
+        {
+            "main.py": "import os, time\nopen('secret-a.txt','w').write('A')\n"
+            "print('written', flush=True)\nwhile not os.path.exists('go'):\n"
+            "    time.sleep(0.05)\n"
+        },
+        {"entrypoint": "main.py", "timeout": 120},
     ).json()
-    time.sleep(0.5)
+    # The neighbour's file exists before the second job looks for it.
+    assert wait_until(lambda: "written" in log_of(server.url, first["job_id"]), timeout=30)
     code = """
 import os
 print("work", sorted(os.listdir("/work")))
@@ -155,7 +164,10 @@ print("found", found)
     assert "found []" in log
     pids = eval(log.split("pids ", 1)[1].splitlines()[0])
     assert 1 in pids and len(pids) <= 3  # its own PID namespace: itself (and nothing else)
-    wait_finished(server.url, first["job_id"])
+    # The neighbour was still there (running, its file in place) while the second job looked.
+    assert httpx.get(f"{server.url}/status/{first['job_id']}").json()["status"] == "running"
+    (Layout.for_state(state_dir / "s0").work / first["job_id"] / "go").write_text("")
+    assert wait_finished(server.url, first["job_id"])["status"] == "completed"
 
 
 def test_memory_limit_kills_the_job(server):

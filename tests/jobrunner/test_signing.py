@@ -1,5 +1,6 @@
 """Hashes and signatures: rebuilt from the status record alone; any change breaks them."""
 
+import base64
 import copy
 import json
 import stat
@@ -7,13 +8,17 @@ import subprocess
 import sys
 from pathlib import Path
 
+import msgspec
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from nacl.signing import VerifyKey
 
 from jobrunner.signing import (
+    RecordProblem,
     WorkerKey,
     challenge_message,
+    check_record,
     job_hash,
     netstrings,
     result_message,
@@ -41,7 +46,12 @@ def signed_record(key: WorkerKey) -> dict:
             "a.txt": {"path": "a.txt", "size_bytes": 1, "sha256_hash": "aa", "type": "file"},
         },
         "worker_metadata": {"worker_id": key.worker_id, "signature": None},
-        "finished_at": "2026-01-01T00:00:00.000Z",
+        "position": None,
+        "created_at": "2026-01-01T00:00:00.000Z",
+        "started_at": "2026-01-01T00:00:00.100Z",
+        "finished_at": "2026-01-01T00:00:01.000Z",
+        "wall_seconds": 0.9,
+        "failure": None,
     }
     record["worker_metadata"]["signature"] = key.sign(result_message(record))
     return record
@@ -74,11 +84,17 @@ TAMPERING = [
     ("status", lambda r: r.update(status="failed")),
     ("job_id", lambda r: r.update(job_id="abd")),
     ("job_hash", lambda r: r.update(job_hash="11" * 32)),
-    ("exit_code", lambda r: r["execution_metadata"].update(exit_code=1)),
+    ("execution_metadata.exit_code", lambda r: r["execution_metadata"].update(exit_code=1)),
     ("cpu", lambda r: r["execution_metadata"].update(cpu_seconds=0.124)),
     ("memory", lambda r: r["execution_metadata"].update(memory_peak_bytes=4097)),
     ("environment", lambda r: r["execution_metadata"].update(environment="nlp")),
     ("finished_at", lambda r: r.update(finished_at="2026-01-01T00:00:00.001Z")),
+    # Signed since v2 (0.2): the failure reason, every timestamp, the wall time, output types.
+    ("failure", lambda r: r.update(failure="worker_lost")),
+    ("created_at", lambda r: r.update(created_at="2025-01-01T00:00:00.000Z")),
+    ("started_at", lambda r: r.update(started_at=None)),
+    ("wall_seconds", lambda r: r.update(wall_seconds=0.901)),
+    ("output type", lambda r: r["output_files"]["a.txt"].update(type="directory")),
     ("output hash", lambda r: r["output_files"]["a.txt"].update(sha256_hash="ab")),
     ("output size", lambda r: r["output_files"]["a.txt"].update(size_bytes=9)),
     ("output removed", lambda r: r["output_files"].pop("b.txt")),
@@ -99,6 +115,137 @@ def test_any_change_breaks_the_signature(key, what, change):
     record = signed_record(key)
     change(record)
     assert not verify_record(record)
+
+
+# Values that rebuild the very same message bytes but are not what the interface says: a
+# verifier that coerces types would accept them (0.1 did). Each is refused, naming the field.
+CONFUSIONS = [
+    ("execution_metadata.exit_code", lambda r: r["execution_metadata"].update(exit_code="0")),
+    ("execution_metadata.exit_code", lambda r: r["execution_metadata"].update(exit_code=False)),
+    (
+        "execution_metadata.cpu_seconds",
+        lambda r: r["execution_metadata"].update(cpu_seconds="0.123"),
+    ),
+    (
+        "execution_metadata.memory_peak_bytes",
+        lambda r: r["execution_metadata"].update(memory_peak_bytes=4096.0),
+    ),
+    (
+        "execution_metadata.memory_peak_bytes",
+        lambda r: r["execution_metadata"].update(memory_peak_bytes="4096"),
+    ),
+    (
+        "output_files['a.txt'].size_bytes",
+        lambda r: r["output_files"]["a.txt"].update(size_bytes="1"),
+    ),
+    (
+        "output_files['a.txt'].size_bytes",
+        lambda r: r["output_files"]["a.txt"].update(size_bytes=True),
+    ),
+    ("wall_seconds", lambda r: r.update(wall_seconds="0.9")),
+    ("failure", lambda r: r.update(failure=0)),
+    ("worker_metadata", lambda r: r.update(worker_metadata=[r["worker_metadata"]])),
+    # A listing whose key is not its entry's path: a client indexing by key would be misled.
+    (
+        "output_files['c.txt'].path",
+        lambda r: r["output_files"].update({"c.txt": r["output_files"].pop("a.txt")}),
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("field", "change"), CONFUSIONS, ids=[f"{c[0]}-{n}" for n, c in enumerate(CONFUSIONS)]
+)
+def test_verify_is_strict_about_types_and_names_the_field(key, field, change):
+    record = signed_record(key)
+    change(record)
+    with pytest.raises(RecordProblem) as problem:
+        check_record(record)
+    assert str(problem.value).startswith(field + ":")
+
+
+def test_a_record_of_another_job_or_submission_is_refused(key):
+    record = signed_record(key)
+    check_record(record, key.worker_id, job_id="abc", job_hash="00" * 32)
+    with pytest.raises(RecordProblem, match=r"^job_id: 'abc' is another job's"):
+        check_record(record, job_id="abd")
+    with pytest.raises(RecordProblem, match=r"^job_hash: "):
+        check_record(record, job_id="abc", job_hash="11" * 32)
+    with pytest.raises(RecordProblem, match=r"^worker_metadata.worker_id: "):
+        check_record(record, "A" * 43 + "=")
+    record["execution_metadata"]["cpu_seconds"] = 9.0
+    with pytest.raises(RecordProblem, match=r"^worker_metadata.signature: does not match"):
+        check_record(record)
+
+
+def readme_message(record: dict) -> bytes:
+    """The result message as the README describes it, written without jobrunner's code."""
+
+    def net(text: str) -> bytes:
+        data = text.encode("utf-8")
+        return str(len(data)).encode() + b":" + data + b","
+
+    def text(value) -> str:
+        return "" if value is None else str(value)
+
+    meta = record["execution_metadata"]
+    fields = [
+        "jobrunner-result-v2",
+        record["job_id"],
+        record["job_hash"],
+        record["status"],
+        text(record["failure"]),
+        text(meta["exit_code"]),
+        str(round(meta["cpu_seconds"] * 1000)),
+        str(meta["memory_peak_bytes"]),
+        meta["environment"],
+        text(record["created_at"]),
+        text(record["started_at"]),
+        text(record["finished_at"]),
+        str(round(record["wall_seconds"] * 1000)),
+        record["worker_metadata"]["worker_id"],
+        str(len(record["output_files"])),
+    ]
+    for path in sorted(record["output_files"]):
+        entry = record["output_files"][path]
+        fields += [entry["path"], entry["type"], str(entry["size_bytes"]), entry["sha256_hash"]]
+    return b"".join(net(field) for field in fields)
+
+
+def test_the_readme_describes_the_exact_signed_bytes(key):
+    record = signed_record(key)
+    record["failure"] = "nonzero_exit"
+    record["output_files"]["é/ü.txt"] = {
+        "path": "é/ü.txt",
+        "size_bytes": 3,
+        "sha256_hash": "cc",
+        "type": "file",
+    }
+    assert readme_message(record) == result_message(record)
+    record["worker_metadata"]["signature"] = key.sign(readme_message(record))
+    VerifyKey(base64.b64decode(key.worker_id)).verify(
+        readme_message(record), base64.b64decode(record["worker_metadata"]["signature"])
+    )
+    check_record(record)
+
+
+@given(
+    st.builds(
+        Manifest,
+        entrypoint=st.text(min_size=1, max_size=20),
+        interpreter=st.sampled_from(["python", "bash", None]),
+        args=st.lists(st.text(max_size=20), max_size=4),
+        env=st.dictionaries(
+            st.from_regex(r"[A-Z_][A-Z0-9_]{0,5}", fullmatch=True), st.text(max_size=10), max_size=3
+        ),
+        outputs=st.lists(st.text(min_size=1, max_size=10), min_size=1, max_size=3),
+    )
+)
+def test_the_job_hash_manifest_json_is_pythons_canonical_json(manifest):
+    """The README says: json.dumps(sort_keys=True, separators=(",", ":"), ensure_ascii=False)."""
+    as_dict = {name: getattr(manifest, name) for name in manifest.__struct_fields__}
+    python = json.dumps(as_dict, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    assert msgspec.json.Encoder(order="sorted").encode(manifest) == python.encode()
 
 
 def test_output_order_does_not_matter(key):
@@ -149,8 +296,49 @@ def test_verify_command_on_a_real_record(server, tmp_path):
     bad = subprocess.run(
         [JOBRUNNER, "verify", "-"], input=json.dumps(record), capture_output=True, text=True
     )
-    assert bad.returncode == 1 and bad.stderr.strip() == "signature INVALID"
+    assert bad.returncode == 1
+    assert bad.stderr.strip() == (
+        "signature INVALID: worker_metadata.signature: does not match the record "
+        "(a signed field was changed, or another key signed it)"
+    )
+    record["output_files"]["o.txt"]["size_bytes"] = "4"
+    typed = subprocess.run(
+        [JOBRUNNER, "verify", "-"], input=json.dumps(record), capture_output=True, text=True
+    )
+    assert typed.stderr.strip() == (
+        "signature INVALID: output_files['o.txt'].size_bytes: expected integer >= 0, got str '4'"
+    )
+    other = subprocess.run(
+        [JOBRUNNER, "verify", "--job-id", "someone-else", str(path)],
+        capture_output=True,
+        text=True,
+    )
+    assert other.returncode == 1 and "signature INVALID: job_id: " in other.stderr
     junk = subprocess.run(
         [JOBRUNNER, "verify", "-"], input="not json", capture_output=True, text=True
     )
     assert junk.returncode == 2 and junk.stderr.startswith("jobrunner: not a JSON status record")
+
+
+def test_the_readme_example_message_is_what_we_sign():
+    readme = (Path(__file__).parents[2] / "packages/jobrunner/README.md").read_text()
+    example = readme.split("is signed as\n\n```\n", 1)[1].split("\n```", 1)[0]
+    record = {
+        "job_id": "a",
+        "job_hash": "h",
+        "status": "completed",
+        "failure": None,
+        "execution_metadata": {
+            "exit_code": 0,
+            "cpu_seconds": 0.5,
+            "memory_peak_bytes": 1,
+            "environment": "default",
+        },
+        "created_at": "c",
+        "started_at": None,
+        "finished_at": "f",
+        "wall_seconds": 1.25,
+        "worker_metadata": {"worker_id": "w"},
+        "output_files": {},
+    }
+    assert result_message(record) == example.encode()

@@ -2,7 +2,6 @@
 
 import asyncio
 import socket as socket_module
-import time
 
 import pytest
 import websockets
@@ -44,7 +43,7 @@ def test_finished_job_sends_whole_log_then_closes(server):
     ).json()
     wait_finished(server.url, job["job_id"])
     messages, code, reason = asyncio.run(collect(ws_url(server.url, job["job_id"])))
-    assert messages == ["out\n"]
+    assert messages == ["out\n[jobrunner] the job exited with code 4\n"]
     assert (code, reason) == (1000, "failed")
 
 
@@ -147,7 +146,8 @@ def test_reader_falling_far_behind_is_closed_1013(server):
     while b"\r\n\r\n" not in response:
         response += sock.recv(1)
     assert response.startswith(b"HTTP/1.1 101")
-    time.sleep(6)  # the job writes ~9.4 MiB meanwhile
+    # The job writes ~9.4 MiB meanwhile, and ends.
+    assert wait_finished(server.url, job["job_id"])["status"] == "completed"
     sock.settimeout(30)
     frames = read_frames(sock)
     sock.close()

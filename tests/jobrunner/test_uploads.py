@@ -175,7 +175,7 @@ def special(kind: bytes) -> bytes:
 def test_server_refuses_bad_archives_with_400(server, state_dir, body, details):
     response = submit(server.url, body, {"entrypoint": "main.py"})
     assert response.status_code == 400
-    assert response.json()["error"] == "Invalid files"
+    assert response.json()["error"] == "Invalid manifest"
     assert details in response.json()["details"]
     # Nothing of the upload stays behind anywhere in the state dir.
     jobs = state_dir / "s0" / "jobs"
@@ -210,3 +210,65 @@ def test_executable_bit_is_kept_and_scripts_run(server):
     )
     record = wait_finished(server.url, response.json()["job_id"])
     assert record["status"] == "completed" and log_of(server.url, record["job_id"]) == "tool ran\n"
+
+
+# --- issue 10: names that are not UTF-8, and extended headers -----------------------------------
+
+
+@settings(
+    max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    st.binary(min_size=1, max_size=20).filter(lambda b: b"/" not in b and b"\0" not in b),
+    st.sampled_from([tarfile.GNU_FORMAT, tarfile.USTAR_FORMAT]),
+)
+def test_any_byte_name_is_either_kept_exactly_or_refused_with_400_text(tmp_path_factory, raw, fmt):
+    name = raw.decode("utf-8", "surrogateescape")
+    buffer = io.BytesIO()
+    with tarfile.open(
+        fileobj=buffer, mode="w:gz", format=fmt, encoding="utf-8", errors="surrogateescape"
+    ) as archive:
+        info = tarfile.TarInfo(name)
+        info.size = 1
+        archive.addfile(info, io.BytesIO(b"x"))
+    buffer.seek(0)
+    dest = tmp_path_factory.mktemp("dest")
+    budget = Budget(10**6, 100)
+    try:
+        extract_tarball(buffer, dest, budget)
+    except UploadError as error:
+        message = str(error)
+        message.encode("utf-8")  # always sendable as JSON
+        assert message.isprintable()
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError:
+            assert message.endswith(": the name is not valid UTF-8")
+            return
+        with pytest.raises(UploadError):  # valid UTF-8 refused only for the usual reasons
+            safe_name(text)
+        return
+    # Accepted: the name is valid UTF-8, and the file is there under exactly that name.
+    path = safe_name(raw.decode("utf-8"))
+    if not path:  # "." names the archive's own directory: nothing to write
+        assert budget.files == []
+        return
+    assert [f.path for f in budget.files] == [path]
+    assert (dest / path).read_bytes() == b"x"
+
+
+def test_a_huge_pax_header_is_refused_before_it_is_read():
+    info = tarfile.TarInfo("main.py")
+    info.size = 1
+    info.pax_headers = {"comment": "c" * (2 * 2**20)}  # 2 MiB in one extended header
+    buffer = build([(info, b"1")])
+    with pytest.raises(UploadError, match=r"extended .* header of .* exceeds 64 KiB"):
+        extract_tarball(buffer, Path("/nonexistent"), Budget(10**8, 100))
+
+
+def test_a_long_but_bounded_pax_name_is_still_fine(tmp_path):
+    name = "d/" * 200 + "f.txt"  # 605 characters: needs a pax header, under every bound
+    buffer = build([regular(name, b"ok")])
+    budget = Budget(10**6, 1000)
+    extract_tarball(buffer, tmp_path, budget)
+    assert (tmp_path / name).read_bytes() == b"ok"

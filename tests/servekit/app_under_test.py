@@ -38,6 +38,7 @@ def build(trusted: TrustedProxies, cors: CorsPolicy) -> Starlette:
         )
 
     async def slow(request: Request) -> JSONResponse:
+        print("slow request started", flush=True)  # what a test waits on before it signals us
         await asyncio.sleep(float(request.query_params.get("seconds", "1")))
         return JSONResponse({"slept": True})
 

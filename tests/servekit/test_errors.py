@@ -43,6 +43,8 @@ def test_crash_is_500_without_traceback_and_logged_with_reference(app):
     body = response.json()
     assert body["error"] == "Internal server error"
     assert "secret" not in response.text and "Traceback" not in response.text
+    # The details name the cause (its kind and the request), not the exception's message.
+    assert body["details"].startswith("unexpected RuntimeError while answering GET /boom")
     ref = re.search(r"ref ([0-9a-f]{8})", body["details"]).group(1)
     app.stop()
     log = app.output

@@ -2,13 +2,13 @@
 
 import ssl
 import threading
-import time
 
 import httpx
 import pytest
 import trustme
 
 from servekit import Listener
+from support.servers import wait_until
 
 
 def test_listener_needs_both_tls_files():
@@ -34,7 +34,7 @@ def test_sigterm_finishes_open_requests_then_exits(app):
 
     thread = threading.Thread(target=slow_request)
     thread.start()
-    time.sleep(0.4)  # the request is in flight
+    assert wait_until(lambda: "slow request started" in app.output)  # the request is in flight
     app.terminate()
     thread.join(10)
     assert results["response"].status_code == 200

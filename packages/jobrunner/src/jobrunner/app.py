@@ -7,27 +7,33 @@ streams in), form parsing, and the WebSocket framing of the live log.
 import asyncio
 import codecs
 import contextlib
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import AbstractAsyncContextManager
 
 from starlette.applications import Starlette
 from starlette.datastructures import UploadFile
 from starlette.requests import Request
-from starlette.responses import FileResponse, PlainTextResponse, Response
+from starlette.responses import FileResponse, Response, StreamingResponse
 from starlette.routing import Route, WebSocketRoute
 from starlette.types import Message, Receive
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from jobrunner import errors
-from jobrunner.jobs import Follower
+from jobrunner.edge import drop_small_body, exception_handlers
+from jobrunner.jobs import Follower, Job, Log
 from jobrunner.service import JobService, UploadPart
 from servekit import CorsPolicy, JSONResponse, TrustedProxies, client_ip
-from servekit import exception_handlers as error_handlers
 
 MAX_MANIFEST = 64 * 1024
+LOG_CHUNK = 64 * 1024  # bytes of log per message or response chunk: memory per reader is bounded
 _DOWNLOAD_HEADERS = {
     # Outputs are the job's bytes: never let a browser run them in our origin.
     "X-Content-Type-Options": "nosniff",
     "Content-Security-Policy": "default-src 'none'; sandbox",
 }
+log = logging.getLogger("jobrunner")
+Handler = Callable[[Request], Awaitable[Response]]
 
 
 def _limited(receive: Receive, limit: int, limit_mb: int) -> Receive:
@@ -44,6 +50,15 @@ def _limited(receive: Receive, limit: int, limit_mb: int) -> Receive:
     return receive_within_limit
 
 
+async def _log_chunks(log_: Log) -> AsyncIterator[bytes]:
+    """The log as it is now, decoded (invalid UTF-8 replaced) one bounded chunk at a time."""
+    decoder = codecs.getincrementaldecoder("utf-8")("replace")
+    end = len(log_.data)
+    for offset in range(0, end, LOG_CHUNK):
+        stop = min(end, offset + LOG_CHUNK)
+        yield decoder.decode(bytes(log_.data[offset:stop]), final=stop == end).encode()
+
+
 def build_app(
     service: JobService, trusted: TrustedProxies, warning: str | None = None
 ) -> Starlette:
@@ -58,26 +73,49 @@ def build_app(
         length = request.headers.get("content-length")
         if length and length.isdigit() and int(length) > limit:
             raise errors.too_large(s.max_upload_mb)
-        limited = Request(request.scope, _limited(request.receive, limit, s.max_upload_mb))
-        async with limited.form(max_files=1000, max_fields=16, max_part_size=MAX_MANIFEST) as form:
-            manifest = form.get("manifest")
-            if isinstance(manifest, UploadFile):
-                manifest = (await manifest.read(MAX_MANIFEST + 1)).decode("utf-8", "replace")
-            if manifest is None:
-                raise errors.invalid_manifest("Missing form field: manifest")
-            parts = [
-                UploadPart(part.filename, part.file)
-                for part in form.getlist("files")
-                if isinstance(part, UploadFile)
-            ]
-            result = await service.submit(ip, manifest, parts)
+        # Limits first, from the headers alone: a client over them is refused before it uploads.
+        try:
+            reservation = service.admit(ip)
+        except errors.JobrunnerError:
+            await drop_small_body(request)  # so that the client reads the 429, not a reset
+            raise
+        handed_over = False  # from then on, the service gives the slot back if the job fails
+        try:
+            limited = Request(request.scope, _limited(request.receive, limit, s.max_upload_mb))
+            async with contextlib.AsyncExitStack() as stack:
+                try:
+                    async with asyncio.timeout(s.upload_timeout):
+                        form = await stack.enter_async_context(
+                            limited.form(max_files=1000, max_fields=16, max_part_size=MAX_MANIFEST)
+                        )
+                except TimeoutError:
+                    raise errors.UploadTimeout(
+                        f"the upload did not arrive within {s.upload_timeout:g} s"
+                    ) from None
+                manifest = form.get("manifest")
+                if isinstance(manifest, UploadFile):
+                    manifest = (await manifest.read(MAX_MANIFEST + 1)).decode("utf-8", "replace")
+                if manifest is None:
+                    raise errors.invalid_manifest("Missing form field: manifest")
+                parts = [
+                    UploadPart(part.filename, part.file)
+                    for part in form.getlist("files")
+                    if isinstance(part, UploadFile)
+                ]
+                handed_over = True
+                result = await service.submit(ip, manifest, parts, reservation)
+        except BaseException:
+            if not handed_over:
+                service.cancel(reservation)
+            raise
         return JSONResponse(result)
 
     async def status(request: Request) -> Response:
         return JSONResponse(service.status(request.path_params["job_id"]))
 
     async def logs(request: Request) -> Response:
-        return PlainTextResponse(service.log_text(request.path_params["job_id"]))
+        job = service.find(request.path_params["job_id"])
+        return StreamingResponse(_log_chunks(job.log), media_type="text/plain; charset=utf-8")
 
     async def outputs(request: Request) -> Response:
         return JSONResponse(service.outputs(request.path_params["job_id"]))
@@ -104,10 +142,10 @@ def build_app(
             await websocket.close(4404, "Job not found")
             return
         with contextlib.suppress(WebSocketDisconnect):
-            await _follow(websocket, job)
+            await _follow(websocket, job, s.follower_stall)
 
     @contextlib.asynccontextmanager
-    async def startup_and_shutdown(app: Starlette):
+    async def startup_and_shutdown(app: Starlette) -> AsyncIterator[None]:
         await service.start()
         yield
         await service.stop()
@@ -127,8 +165,23 @@ def build_app(
     )
 
 
+async def _upgrade_required(request: Request) -> Response:
+    raise errors.UpgradeRequired("this is a WebSocket endpoint: connect with Upgrade: websocket")
+
+
 def interface(
-    *, info, submit, status, logs, stream, outputs, download, stats, environments, health, lifespan
+    *,
+    info: Handler,
+    submit: Handler,
+    status: Handler,
+    logs: Handler,
+    stream: Callable[[WebSocket], Awaitable[None]],
+    outputs: Handler,
+    download: Handler,
+    stats: Handler,
+    environments: Handler,
+    health: Handler,
+    lifespan: Callable[[Starlette], AbstractAsyncContextManager[None]],
 ) -> Starlette:
     """The jobrunner HTTP interface with these handlers: a worker's own, or the pool's."""
     app = Starlette(
@@ -138,13 +191,14 @@ def interface(
             Route("/status/{job_id}", status),
             Route("/logs/{job_id}", logs),
             WebSocketRoute("/logs/{job_id}/stream", stream),
+            Route("/logs/{job_id}/stream", _upgrade_required),  # plain HTTP: 426
             Route("/outputs/{job_id}", outputs),
             Route("/download/{job_id}/{filepath:path}", download),
             Route("/stats", stats),
             Route("/environments", environments),
             Route("/health", health),
         ],
-        exception_handlers=error_handlers(),
+        exception_handlers=exception_handlers(),
         middleware=[
             CorsPolicy.anyone(expose_headers=("Retry-After", "Content-Disposition")).middleware()
         ],
@@ -154,39 +208,48 @@ def interface(
     return app
 
 
-async def _follow(websocket: WebSocket, job) -> None:
-    """Send the log so far, then each new chunk; close 1000 with the final status at the end."""
-    log = job.log
-    follower = Follower()
-    log.followers.add(follower)
+async def _follow(websocket: WebSocket, job: Job, stall: float) -> None:
+    """Send the log so far in bounded chunks, then each new chunk; close 1000 with the final
+    status at the end. Each send waits for the connection to take it (backpressure), so a reader
+    costs at most one chunk plus the transport's buffer; one that stops reading for `stall`
+    seconds, or falls more than 1 MiB behind a live log, is closed with 1013."""
+    log_ = job.log
+    follower = Follower(joined=len(log_.data))
+    log_.followers.add(follower)
     decoder = codecs.getincrementaldecoder("utf-8")("replace")
     offset = 0
     try:
         while True:
-            await log.wait_beyond(offset)
-            end = len(log.data)
-            text = decoder.decode(bytes(log.data[offset:end]), final=log.closed)
+            await log_.wait_beyond(offset)
+            end = min(len(log_.data), offset + LOG_CHUNK)
+            final = log_.closed and end >= len(log_.data)
+            text = decoder.decode(bytes(log_.data[offset:end]), final=final)
             offset = end
-            if text and not await _send_unless_lagging(websocket, text, follower):
-                await websocket.close(1013, "reader too slow")
+            if text and not await _send_unless_lagging(websocket, text, follower, stall):
+                log.info("job %s: a log follower was closed 1013 (reader too slow)", job.id)
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(websocket.close(1013, "reader too slow"), 5)
                 return
             follower.delivered = offset
-            if log.closed and offset >= len(log.data):
+            if log_.closed and offset >= len(log_.data):
                 await websocket.close(1000, job.state)
                 return
     finally:
-        log.followers.discard(follower)
+        log_.followers.discard(follower)
 
 
-async def _send_unless_lagging(websocket: WebSocket, text: str, follower: Follower) -> bool:
-    """Send one message; give up (False) if the reader falls too far behind meanwhile."""
+async def _send_unless_lagging(
+    websocket: WebSocket, text: str, follower: Follower, stall: float
+) -> bool:
+    """Send one message; give up (False) if the reader falls too far behind meanwhile, or does
+    not take it within `stall` seconds."""
     if follower.lagging.is_set():
         return False
     send = asyncio.ensure_future(websocket.send_text(text))
     lag = asyncio.ensure_future(follower.lagging.wait())
-    done, _ = await asyncio.wait({send, lag}, return_when=asyncio.FIRST_COMPLETED)
+    done, _ = await asyncio.wait({send, lag}, timeout=stall, return_when=asyncio.FIRST_COMPLETED)
+    lag.cancel()
     if send in done:
-        lag.cancel()
         send.result()
         return True
     send.cancel()

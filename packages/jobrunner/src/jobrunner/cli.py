@@ -1,11 +1,18 @@
 """The `jobrunner` command line. Commands import their modules lazily so `--help` stays fast."""
 
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
-from jobrunner import __version__
+from jobrunner import __version__, client_commands
+
+if TYPE_CHECKING:
+    from jobrunner.environments import Environments
+
+F = TypeVar("F", bound=Callable[..., Any])
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -49,7 +56,7 @@ def main() -> None:
     default=None,
     help="Run jobs WITHOUT isolation (development only; never expose such a server).",
 )
-def serve(config_file: Path | None, trusted_proxies: tuple[str, ...], **options) -> None:
+def serve(config_file: Path | None, trusted_proxies: tuple[str, ...], **options: Any) -> None:
     """Start the HTTP service."""
     from jobrunner.server import run_server
 
@@ -60,41 +67,22 @@ def serve(config_file: Path | None, trusted_proxies: tuple[str, ...], **options)
         sys.exit(1)
 
 
-@main.command()
-@click.argument("record", type=click.File("rb"), default="-")
-@click.option("--worker-id", help="Only accept a signature by this worker key (base64).")
-def verify(record, worker_id: str | None) -> None:
-    """Check the signature of a status record (a file or - for standard input)."""
-    import msgspec
-
-    from jobrunner.signing import verify_record
-
-    try:
-        data = msgspec.json.decode(record.read())
-    except msgspec.DecodeError as error:
-        click.echo(f"jobrunner: not a JSON status record: {error}", err=True)
-        sys.exit(2)
-    if not isinstance(data, dict) or not verify_record(data, worker_id):
-        click.echo("signature INVALID", err=True)
-        sys.exit(1)
-    click.echo(
-        f"signature valid: job {data['job_id']} {data['status']} by worker "
-        f"{data['worker_metadata']['worker_id']}"
-    )
-
-
 @main.group()
 def env() -> None:
     """Environment templates: list them, build them ahead of first use."""
 
 
-def _environments(config_file: Path | None, state_dir: str | None, templates_dir: str | None):
+def _environments(
+    config_file: Path | None, state_dir: str | None, templates_dir: str | None
+) -> "Environments":
     from jobrunner.config import load
     from jobrunner.environments import Environments
+    from jobrunner.sandbox.layout import Layout
 
     settings = load(config_file, state_dir=state_dir, templates_dir=templates_dir)
     folder = Path(settings.templates_dir) if settings.templates_dir else None
-    return Environments(settings.state / "envs", templates_dir=folder)
+    # Where the sandboxed server of this state dir keeps them (see sandbox/layout.py).
+    return Environments(Layout.for_state(settings.state).envs, templates_dir=folder)
 
 
 _env_options = [
@@ -106,7 +94,7 @@ _env_options = [
 ]
 
 
-def _with_env_options(function):
+def _with_env_options(function: F) -> F:
     for option in reversed(_env_options):
         function = option(function)
     return function
@@ -114,9 +102,14 @@ def _with_env_options(function):
 
 @env.command(name="list")
 @_with_env_options
-def env_list(config_file, state_dir, templates_dir) -> None:
-    """Every template, whether it is built, and its packages."""
+def env_list(config_file: Path | None, state_dir: str | None, templates_dir: str | None) -> None:
+    """Every template, whether it is built here, and its packages (no server is asked)."""
     environments = _environments(config_file, state_dir, templates_dir)
+    # Local facts only: say so, since `jobrunner` otherwise talks to $JOBRUNNER_SERVER.
+    click.echo(
+        f"Environment templates of this installation, built under {environments.root} "
+        "(a server's own list: GET /environments):"
+    )
     for name, template in environments.templates.items():
         state = "built" if environments.built(name) else "not built"
         click.echo(f"{name:<13} {state:<9}  {template.description}")
@@ -128,7 +121,13 @@ def env_list(config_file, state_dir, templates_dir) -> None:
 @click.argument("names", nargs=-1)
 @click.option("--all", "build_all", is_flag=True, help="Every template.")
 @_with_env_options
-def env_build(names, build_all, config_file, state_dir, templates_dir) -> None:
+def env_build(
+    names: tuple[str, ...],
+    build_all: bool,
+    config_file: Path | None,
+    state_dir: str | None,
+    templates_dir: str | None,
+) -> None:
     """Build templates now, so that the first job using them does not wait."""
     from jobrunner.environments import TEMPLATES, EnvironmentUnavailable
 
@@ -151,160 +150,8 @@ def env_build(names, build_all, config_file, state_dir, templates_dir) -> None:
 
 # --- the client: talking to a server (or a pool) -----------------------------------------------
 
-server_option = click.option(
-    "--server",
-    envvar="JOBRUNNER_SERVER",
-    default="http://127.0.0.1:8080",
-    show_default=True,
-    help="The jobrunner server or pool [$JOBRUNNER_SERVER].",
-)
-
-
-def _client_call(server: str, action):
-    """Run `action(client)` against the server; its errors become one line and exit 1."""
-    import asyncio
-
-    from jobrunner.client import Client, JobrunnerError
-
-    async def run():
-        async with Client(server) as client:
-            return await action(client)
-
-    try:
-        return asyncio.run(run())
-    except JobrunnerError as error:
-        click.echo(f"jobrunner: {error}", err=True)
-        sys.exit(1)
-    except OSError as error:  # aiohttp's connection errors are OSErrors
-        click.echo(f"jobrunner: cannot reach the server: {error}", err=True)
-        sys.exit(1)
-
-
-@main.command()
-@click.argument("path", type=click.Path(exists=True, path_type=Path))
-@click.option("--entrypoint", "-e", help="File to run [PATH's name, or main.py in a directory].")
-@click.option("--interpreter", help="python, bash or node [by extension].")
-@click.option("--environment", help="Template name [default].")
-@click.option("--arg", "args", multiple=True, help="An argument for the entrypoint (repeatable).")
-@click.option("--follow", "-f", is_flag=True, help="Show the log live until the job ends.")
-@click.option(
-    "--download",
-    "download_dir",
-    type=click.Path(file_okay=False, path_type=Path),
-    help="Download every output into this directory when the job ends.",
-)
-@server_option
-def submit(path, entrypoint, interpreter, environment, args, follow, download_dir, server):
-    """Pack PATH (a directory or a file), run it, and optionally follow and download it."""
-    from jobrunner.client import Client, verify
-
-    if entrypoint is None:
-        if path.is_file():
-            entrypoint = path.name
-        elif (path / "main.py").exists():
-            entrypoint = "main.py"
-        else:
-            raise click.UsageError("give --entrypoint (no main.py in the directory)")
-
-    async def run(client: Client):
-        job = await client.submit(
-            path,
-            entrypoint=entrypoint,
-            interpreter=interpreter,
-            environment=environment,
-            args=args,
-        )
-        click.echo(f"job {job.job_id} queued (position {job.position})", err=True)
-        if not (follow or download_dir):
-            click.echo(job.job_id)
-            return 0
-        if follow:
-            async for text in client.follow(job.job_id):
-                click.echo(text, nl=False)
-        record = await client.wait(job.job_id)
-        failure = f" ({record.failure})" if record.failure else ""
-        click.echo(
-            f"job {record.job_id} {record.status}{failure}, exit code "
-            f"{record.execution_metadata.exit_code}, "
-            f"{record.execution_metadata.cpu_seconds} CPU-s",
-            err=True,
-        )
-        if download_dir is not None:
-            for saved in await client.download_all(job.job_id, download_dir):
-                click.echo(f"downloaded {saved}", err=True)
-        if not verify(record):
-            click.echo("jobrunner: the result's signature is INVALID", err=True)
-            return 1
-        click.echo(f"signature valid (worker {record.worker_metadata.worker_id})", err=True)
-        return 0 if record.status == "completed" else 1
-
-    sys.exit(_client_call(server, run))
-
-
-@main.command()
-@click.argument("job_id")
-@server_option
-def status(job_id: str, server: str) -> None:
-    """A job's status record (JSON)."""
-    import msgspec
-
-    record = _client_call(server, lambda client: client.status(job_id))
-    click.echo(msgspec.json.format(msgspec.json.encode(record), indent=2).decode())
-
-
-@main.command()
-@click.argument("job_id")
-@click.option("--follow", "-f", is_flag=True, help="Keep showing the log until the job ends.")
-@server_option
-def logs(job_id: str, follow: bool, server: str) -> None:
-    """A job's output so far (or live, with -f)."""
-    from jobrunner.client import Client
-
-    async def run(client: Client):
-        if not follow:
-            click.echo(await client.logs(job_id), nl=False)
-            return
-        async for text in client.follow(job_id):
-            click.echo(text, nl=False)
-
-    _client_call(server, run)
-
-
-@main.command()
-@click.argument("job_id")
-@server_option
-def outputs(job_id: str, server: str) -> None:
-    """A job's output files."""
-    for entry in _client_call(server, lambda client: client.outputs(job_id)).outputs:
-        if entry.__struct_config__.tag == "file":
-            click.echo(f"{entry.size_bytes:>12}  {entry.path}")
-        else:
-            click.echo(f"{'dir':>12}  {entry.path}")
-
-
-@main.command()
-@click.argument("job_id")
-@click.argument("paths", nargs=-1)
-@click.option(
-    "--dir",
-    "directory",
-    type=click.Path(file_okay=False, path_type=Path),
-    default=Path("."),
-    show_default=True,
-    help="Where to save them.",
-)
-@server_option
-def download(job_id: str, paths: tuple[str, ...], directory: Path, server: str) -> None:
-    """Download output files (all of them when none are named)."""
-    from jobrunner.client import Client
-
-    async def run(client: Client):
-        if paths:
-            return [await client.download(job_id, path, directory) for path in paths]
-        return await client.download_all(job_id, directory)
-
-    for saved in _client_call(server, run):
-        click.echo(f"downloaded {saved}", err=True)
+for _command in client_commands.COMMANDS:  # submit, status, logs, outputs, download, verify
+    main.add_command(_command)
 
 
 @main.command()
@@ -331,18 +178,50 @@ def download(job_id: str, paths: tuple[str, ...], directory: Path, server: str) 
 @click.option("--rate-concurrent", type=int, default=2, show_default=True)
 @click.option("--rate-per-hour", type=int, default=20, show_default=True)
 @click.option("--rate-cpu-seconds", type=float, default=10.0, show_default=True)
+@click.option(
+    "--rate-ipv6-prefix",
+    type=click.IntRange(0, 128),
+    default=64,
+    show_default=True,
+    help="IPv6 clients share limits per network of this prefix length.",
+)
+@click.option(
+    "--lost-after",
+    type=click.IntRange(1),
+    default=3,
+    show_default=True,
+    help="Failed health checks in a row before a worker's jobs are reported worker_lost.",
+)
+@click.option(
+    "--max-streams",
+    type=click.IntRange(1),
+    default=1000,
+    show_default=True,
+    help="Live logs and downloads proxied at once (more are refused, never queued).",
+)
+@click.option(
+    "--retention",
+    type=click.FloatRange(0),
+    default=600.0,
+    show_default=True,
+    help="Seconds the pool keeps a finished job's status record.",
+)
 def pool(
-    workers_file,
-    host,
-    port,
-    state_dir,
-    certfile,
-    keyfile,
-    trusted_proxies,
-    health_interval,
-    rate_concurrent,
-    rate_per_hour,
-    rate_cpu_seconds,
+    workers_file: Path,
+    host: str,
+    port: int,
+    state_dir: str | None,
+    certfile: str | None,
+    keyfile: str | None,
+    trusted_proxies: tuple[str, ...],
+    health_interval: float,
+    rate_concurrent: int,
+    rate_per_hour: int,
+    rate_cpu_seconds: float,
+    rate_ipv6_prefix: int,
+    lost_after: int,
+    max_streams: int,
+    retention: float,
 ) -> None:
     """Run the trusted pool coordinator in front of allowlisted workers."""
     import logging
@@ -362,8 +241,11 @@ def pool(
         coordinator = Pool(
             [Worker(entry) for entry in entries],
             key,
-            Limits(rate_concurrent, rate_per_hour, rate_cpu_seconds),
+            Limits(rate_concurrent, rate_per_hour, rate_cpu_seconds, ipv6_prefix=rate_ipv6_prefix),
             health_interval=health_interval,
+            lost_after=lost_after,
+            max_streams=max_streams,
+            retention=retention,
         )
         app = build_pool_app(coordinator, TrustedProxies(trusted_proxies))
         serve(app, Listener(host, port, certfile, keyfile), graceful_timeout=5)

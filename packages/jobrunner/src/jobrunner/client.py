@@ -6,22 +6,30 @@
             print(text, end="")
         record = await client.status(job.job_id)
         await client.download_all(job.job_id, "results/")
-        assert verify(record)
+        client.check(record)  # RecordProblem unless signed, and for the job this client submitted
 
-Errors from the server raise `JobrunnerError` with the interface's fields.
+Errors from the server raise `JobrunnerError` with the interface's fields. Records are decoded
+leniently: a `status` or `failure` value this version does not know is kept as its string, and
+unknown fields are ignored, so a newer server never breaks this client. Job ids and output paths
+are percent-encoded into URLs, never pasted.
 """
 
 import io
 import tarfile
 from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
+from urllib.parse import quote
 
 import aiohttp
 import msgspec
+from yarl import URL
 
-from jobrunner.signing import verify_record
+from jobrunner.signing import RecordProblem, check_record, verify_record
 from jobrunner.wire import OutputListing, StatusRecord, SubmitResult
+
+__all__ = ["Client", "JobrunnerError", "RecordProblem", "pack", "verify"]
+T = TypeVar("T")
 
 DEFAULT_SERVER = "http://127.0.0.1:8080"
 
@@ -66,9 +74,24 @@ def pack(path: str | Path) -> bytes:
     return buffer.getvalue()
 
 
-def verify(record: StatusRecord | dict, worker_id: str | None = None) -> bool:
-    """Whether a status record carries a valid signature (by `worker_id`, if given)."""
-    return verify_record(record, worker_id)
+def verify(
+    record: StatusRecord | dict[str, Any],
+    worker_id: str | None = None,
+    *,
+    job_id: str | None = None,
+    job_hash: str | None = None,
+) -> bool:
+    """Whether a status record carries a valid signature (by `worker_id`, if given) and, when
+    given, is about `job_id` with `job_hash`. `jobrunner.signing.check_record` says why not."""
+    return verify_record(record, worker_id, job_id=job_id, job_hash=job_hash)
+
+
+def _segment(text: str) -> str:
+    return quote(text, safe="")
+
+
+def _output_path(path: str) -> str:
+    return "/".join(_segment(part) for part in path.split("/"))
 
 
 class Client:
@@ -76,6 +99,8 @@ class Client:
         self.server = server.rstrip("/")
         self._timeout = aiohttp.ClientTimeout(total=None, sock_connect=timeout, sock_read=timeout)
         self._session: aiohttp.ClientSession | None = None
+        # job id -> the job hash its submit answer announced: what its signed result must carry
+        self.submitted: dict[str, str | None] = {}
 
     async def __aenter__(self) -> "Client":
         self._session = aiohttp.ClientSession(timeout=self._timeout)
@@ -95,15 +120,19 @@ class Client:
             self._session = aiohttp.ClientSession(timeout=self._timeout)
         return self._session
 
-    async def _json(self, response: aiohttp.ClientResponse, kind: type | None = None):
+    async def _raise_for_error(self, response: aiohttp.ClientResponse) -> None:
+        if response.status < 400:
+            return
         body = await response.read()
-        if response.status >= 400:
-            try:
-                data = msgspec.json.decode(body)
-            except msgspec.DecodeError:
-                data = {"error": body.decode(errors="replace")[:200] or response.reason}
-            raise JobrunnerError(response.status, data if isinstance(data, dict) else {})
-        return msgspec.json.decode(body, type=kind) if kind else msgspec.json.decode(body)
+        try:
+            data = msgspec.json.decode(body)
+        except msgspec.DecodeError:
+            data = {"error": body.decode(errors="replace")[:200] or response.reason}
+        raise JobrunnerError(response.status, data if isinstance(data, dict) else {})
+
+    async def _decoded(self, response: aiohttp.ClientResponse, kind: type[T]) -> T:
+        await self._raise_for_error(response)
+        return msgspec.json.decode(await response.read(), type=kind)
 
     async def submit(
         self,
@@ -140,21 +169,32 @@ class Client:
             content_type="application/gzip",
         )
         async with self.session.post(f"{self.server}/submit", data=form) as response:
-            return await self._json(response, SubmitResult)
+            result = await self._decoded(response, SubmitResult)
+        self.submitted[result.job_id] = result.job_hash
+        return result
+
+    def check(self, record: StatusRecord, worker_id: str | None = None) -> None:
+        """Raise RecordProblem unless the record is validly signed (by `worker_id`, if given)
+        and, for a job this client submitted, carries the job hash its submit announced."""
+        check_record(
+            record, worker_id, job_id=record.job_id, job_hash=self.submitted.get(record.job_id)
+        )
 
     async def status(self, job_id: str) -> StatusRecord:
-        async with self.session.get(f"{self.server}/status/{job_id}") as response:
-            return await self._json(response, StatusRecord)
+        async with self.session.get(f"{self.server}/status/{_segment(job_id)}") as response:
+            record = await self._decoded(response, StatusRecord)
+        if record.job_id != job_id:  # a cache or proxy mixed answers up: never pass that on
+            raise RecordProblem(f"job_id: the server answered about {record.job_id!r}")
+        return record
 
     async def logs(self, job_id: str) -> str:
-        async with self.session.get(f"{self.server}/logs/{job_id}") as response:
-            if response.status >= 400:
-                await self._json(response)
-            return await response.text()
+        async with self.session.get(f"{self.server}/logs/{_segment(job_id)}") as response:
+            await self._raise_for_error(response)
+            return await response.text(errors="replace")
 
     async def follow(self, job_id: str) -> AsyncIterator[str]:
         """The log as it is produced; ends when the job does."""
-        url = self.server.replace("http", "ws", 1) + f"/logs/{job_id}/stream"
+        url = self.server.replace("http", "ws", 1) + f"/logs/{_segment(job_id)}/stream"
         async with self.session.ws_connect(url, heartbeat=30) as socket:
             async for message in socket:
                 if message.type == aiohttp.WSMsgType.TEXT:
@@ -168,16 +208,17 @@ class Client:
         return await self.status(job_id)
 
     async def outputs(self, job_id: str) -> OutputListing:
-        async with self.session.get(f"{self.server}/outputs/{job_id}") as response:
-            return await self._json(response, OutputListing)
+        async with self.session.get(f"{self.server}/outputs/{_segment(job_id)}") as response:
+            return await self._decoded(response, OutputListing)
 
     async def download(self, job_id: str, path: str, directory: str | Path) -> Path:
         target = Path(directory) / path
-        if ".." in Path(path).parts or Path(path).is_absolute():
-            raise ValueError(f"refusing to write outside {directory}: {path}")
-        async with self.session.get(f"{self.server}/download/{job_id}/{path}") as response:
-            if response.status >= 400:
-                await self._json(response)
+        parts = path.split("/")
+        if any(part in ("", ".", "..") or "\0" in part for part in parts):
+            raise ValueError(f"refusing to write outside {directory}: {path!r}")
+        url = f"{self.server}/download/{_segment(job_id)}/{_output_path(path)}"
+        async with self.session.get(URL(url, encoded=True)) as response:
+            await self._raise_for_error(response)
             target.parent.mkdir(parents=True, exist_ok=True)
             with open(target, "wb") as out:
                 async for chunk in response.content.iter_chunked(1 << 16):
@@ -192,7 +233,7 @@ class Client:
             if entry.__struct_config__.tag == "file"
         ]
 
-    async def health(self, challenge: str | None = None) -> dict:
+    async def health(self, challenge: str | None = None) -> dict[str, Any]:
         params = {"challenge": challenge} if challenge else {}
         async with self.session.get(f"{self.server}/health", params=params) as response:
-            return await self._json(response)
+            return await self._decoded(response, dict[str, Any])

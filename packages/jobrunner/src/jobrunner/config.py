@@ -2,6 +2,7 @@
 command-line options override them, in that order of increasing precedence."""
 
 import os
+import re
 import tomllib
 from pathlib import Path
 from typing import Any
@@ -31,6 +32,7 @@ class Settings(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     rate_per_hour: int = 20
     rate_cpu_seconds: float = 10.0
     rate_cpu_window: float = 60.0
+    rate_ipv6_prefix: int = 64  # IPv6 clients are counted by this network (one host has a /64)
     # Per job.
     max_timeout: int = 300
     max_memory_mb: int = 512
@@ -43,6 +45,10 @@ class Settings(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     delete_after_download: float = 60.0
     retention: float = 600.0
     shutdown_grace: float = 30.0
+    # Clients: a whole upload must arrive within this; a log follower that takes nothing for
+    # `follower_stall` seconds is closed with 1013.
+    upload_timeout: float = 60.0
+    follower_stall: float = 10.0
 
     @property
     def state(self) -> Path:
@@ -67,13 +73,40 @@ def _from_environment() -> dict[str, Any]:
 
 
 def load(config_file: Path | None = None, **overrides: Any) -> Settings:
-    """Merge the sources; a wrong key or type is a clear error naming it."""
+    """Merge the sources; a wrong key or type is a clear error naming it and where it came from
+    (`JOBRUNNER_PORT`, `--port`, or the key in the config file)."""
     values: dict[str, Any] = {}
+    source: dict[str, str] = {}
     if config_file is not None:
-        values.update(tomllib.loads(config_file.read_text()))
-    values.update(_from_environment())
-    values.update({key: value for key, value in overrides.items() if value is not None})
+        try:
+            from_file = tomllib.loads(config_file.read_text())
+        except tomllib.TOMLDecodeError as error:
+            raise ValueError(
+                f"invalid setting: {config_file} is not valid TOML ({error})"
+            ) from None
+        values.update(from_file)
+        source.update(dict.fromkeys(from_file, f"`{{}}` in {config_file}"))
+    environment = _from_environment()
+    values.update(environment)
+    source.update({key: f"${_variable(key)}" for key in environment})
+    given = {key: value for key, value in overrides.items() if value is not None}
+    values.update(given)
+    source.update({key: "--" + key.replace("_", "-") for key in given})
     try:
         return msgspec.convert(values, Settings, strict=False)
     except msgspec.ValidationError as error:
-        raise ValueError(f"invalid setting: {error}") from None
+        raise ValueError(f"invalid setting: {_located(str(error), source)}") from None
+
+
+def _variable(key: str) -> str:
+    return f"JOBRUNNER_{key.upper()}"
+
+
+def _located(message: str, source: dict[str, str]) -> str:
+    """msgspec's message with the setting's origin: `$.port` becomes `JOBRUNNER_PORT`."""
+    match = re.search(r"at `\$\.(\w+)", message) or re.search(r"unknown field `(\w+)`", message)
+    if match is None:
+        return message
+    key = match.group(1)
+    where = source.get(key, f"`{key}`").replace("{}", key)
+    return f"{where}: {message}"

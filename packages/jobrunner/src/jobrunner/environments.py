@@ -72,7 +72,7 @@ class Environments:
         self.uses = 0
         self.builds = 0
         self._sizes: dict[str, int] = {}
-        self._building: dict[str, asyncio.Task] = {}
+        self._building: dict[str, asyncio.Task[Path]] = {}
 
     def path(self, name: str) -> Path:
         return self.root / name
@@ -169,9 +169,16 @@ def _last_error(log_file: Path) -> str:
     return errors[-1][:300] if errors else "no output"
 
 
+# Names clients commonly send for the same interpreter: each runs what its canonical name runs.
+ALIASES = {"python": ("python3", "py"), "bash": ("sh",), "node": ("nodejs",)}
+
+
 def interpreters() -> dict[str, str]:
-    """Interpreter name -> path inside the jail. node is offered when the host has it in /usr."""
+    """Interpreter name (aliases included) -> path inside the jail. node is offered when the host
+    has it in /usr."""
     offered = {"python": "/venv/bin/python", "bash": "/usr/bin/bash"}
     if os.access("/usr/bin/node", os.X_OK):
         offered["node"] = "/usr/bin/node"
+    for name, path in list(offered.items()):
+        offered.update(dict.fromkeys(ALIASES[name], path))
     return offered

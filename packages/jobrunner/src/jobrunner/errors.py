@@ -1,45 +1,104 @@
-"""The errors the service raises, each already in the interface's JSON error body shape."""
+"""The errors the service raises: domain facts, with no HTTP in them.
+
+Every refusal is a `JobrunnerError` subclass whose message is the `details` a client sees. The HTTP
+edge (`app.py`, `http_error`) maps each class to a status and an error title once, for the worker
+and the pool alike. The lower-case constructors keep call sites short and are what the pool uses.
+"""
 
 from jobrunner.ratelimit import Verdict
-from servekit import HTTPError
 
 
-def invalid_manifest(details: str) -> HTTPError:
-    return HTTPError(400, "Invalid manifest", details)
+class JobrunnerError(Exception):
+    """Root of every error the service layer raises on purpose."""
+
+    def __init__(self, details: str | None = None) -> None:
+        super().__init__(details or "")
+        self.details = details
 
 
-def invalid_files(details: str) -> HTTPError:
-    return HTTPError(400, "Invalid files", details)
+class InvalidManifest(JobrunnerError):
+    """The manifest, or the files it names, cannot be accepted."""
 
 
-def job_not_found(job_id: str) -> HTTPError:
-    return HTTPError(404, "Job not found", job_id)
+class InvalidFiles(InvalidManifest):
+    """An uploaded file or archive entry is refused (the message names the entry). The interface
+    has one error for "manifest or files invalid", so it answers `Invalid manifest` as well."""
 
 
-def file_not_found(path: str) -> HTTPError:
-    return HTTPError(404, "File not found", path)
+class JobNotFound(JobrunnerError):
+    pass
 
 
-def too_large(limit_mb: int) -> HTTPError:
-    return HTTPError(413, "Request too large", f"uploads are limited to {limit_mb} MiB")
+class FileNotFound(JobrunnerError):
+    pass
 
 
-def rate_limited(verdict: Verdict) -> HTTPError:
-    wait = verdict.retry_after or 1
-    return HTTPError(
-        429,
-        "Rate limit exceeded",
-        reason=verdict.reason,
-        retry_after=wait,
-        headers={"Retry-After": str(wait)},
-    )
+class TooLarge(JobrunnerError):
+    pass
 
 
-def invalid_challenge() -> HTTPError:
-    return HTTPError(400, "Invalid challenge", "the challenge must be 1 to 256 characters")
+class UploadTimeout(JobrunnerError):
+    pass
 
 
-def shutting_down() -> HTTPError:
-    return HTTPError(
-        503, "Service unavailable", "the server is shutting down", headers={"Retry-After": "30"}
-    )
+class RateLimited(JobrunnerError):
+    def __init__(self, verdict: Verdict) -> None:
+        super().__init__(None)
+        self.reason = verdict.reason
+        self.retry_after = verdict.retry_after or 1
+
+
+class InvalidChallenge(JobrunnerError):
+    pass
+
+
+class ShuttingDown(JobrunnerError):
+    pass
+
+
+class UpgradeRequired(JobrunnerError):
+    """A plain HTTP request where only a WebSocket is served."""
+
+
+class WorkerUnreachable(JobrunnerError):
+    """The pool cannot get an answer from the job's worker (not yet declared lost)."""
+
+
+class NoWorkerAvailable(JobrunnerError):
+    """The pool has no healthy worker that accepts the request."""
+
+    def __init__(self, details: str, retry_after: int | None = None) -> None:
+        super().__init__(details)
+        self.retry_after = retry_after
+
+
+def invalid_manifest(details: str) -> InvalidManifest:
+    return InvalidManifest(details)
+
+
+def invalid_files(details: str) -> InvalidFiles:
+    return InvalidFiles(details)
+
+
+def job_not_found(job_id: str) -> JobNotFound:
+    return JobNotFound(job_id)
+
+
+def file_not_found(path: str) -> FileNotFound:
+    return FileNotFound(path)
+
+
+def too_large(limit_mb: int) -> TooLarge:
+    return TooLarge(f"uploads are limited to {limit_mb} MiB")
+
+
+def rate_limited(verdict: Verdict) -> RateLimited:
+    return RateLimited(verdict)
+
+
+def invalid_challenge() -> InvalidChallenge:
+    return InvalidChallenge("the challenge must be 1 to 256 characters")
+
+
+def shutting_down() -> ShuttingDown:
+    return ShuttingDown("the server is shutting down")

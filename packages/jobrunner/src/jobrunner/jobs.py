@@ -10,6 +10,8 @@ from jobrunner.sandbox.workdir import Output
 from jobrunner.uploads import InputFile
 from jobrunner.wire import (
     ExecutionMetadata,
+    Failure,
+    JobState,
     Manifest,
     OutputFile,
     StatusRecord,
@@ -21,7 +23,15 @@ FOLLOWER_LAG = 2**20
 
 
 def new_job_id() -> str:
-    return secrets.token_urlsafe(18)  # 144 random bits: the id is the only capability to a job
+    """144 random bits, URL-safe base64: the id is the only capability to a job.
+
+    It never starts with `-` or `_` (one id in 32 would): a command line reads `-x...` as an option.
+    Redrawing costs well under a bit of the 144.
+    """
+    while True:
+        job_id = secrets.token_urlsafe(18)
+        if job_id[0].isalnum():
+            return job_id
 
 
 def timestamp(moment: dt.datetime | None = None) -> str:
@@ -30,9 +40,11 @@ def timestamp(moment: dt.datetime | None = None) -> str:
 
 
 class Follower:
-    """One live reader of a log. `lagging` is set when it falls too far behind to keep."""
+    """One live reader of a log. `lagging` is set when it falls too far behind to keep: more
+    than FOLLOWER_LAG bytes written since it joined that it has not been sent yet."""
 
-    def __init__(self) -> None:
+    def __init__(self, joined: int = 0) -> None:
+        self.joined = joined
         self.delivered = 0
         self.lagging = asyncio.Event()
 
@@ -66,7 +78,7 @@ class Log:
         else:
             self.data += chunk
         for follower in self.followers:
-            if len(self.data) - follower.delivered > FOLLOWER_LAG:
+            if len(self.data) - max(follower.delivered, follower.joined) > FOLLOWER_LAG:
                 follower.lagging.set()
         self._wake()
 
@@ -89,9 +101,6 @@ class Log:
         while len(self.data) <= offset and not self.closed:
             await self._changed.wait()
 
-    def text(self) -> str:
-        return self.data.decode("utf-8", errors="replace")
-
 
 @dataclass
 class Job:
@@ -101,12 +110,12 @@ class Job:
     inputs: list[InputFile]
     job_hash: str
     directory: Path
-    state: str = "queued"
+    state: JobState = "queued"
     created_at: str = field(default_factory=timestamp)
     started_at: str | None = None
     finished_at: str | None = None
     wall_seconds: float = 0.0
-    failure: str | None = None
+    failure: Failure | None = None
     exit_code: int | None = None
     cpu_seconds: float = 0.0
     memory_peak_bytes: int = 0
@@ -115,6 +124,7 @@ class Job:
     log: Log = field(default_factory=Log)
     downloaded: set[str] = field(default_factory=set)
     delete_at: float | None = None  # monotonic time; set when the job finishes
+    released: bool = False  # its rate-limit slot was given back
 
     @property
     def finished(self) -> bool:
@@ -123,9 +133,9 @@ class Job:
     def record(self, worker_id: str, position: int | None) -> StatusRecord:
         return StatusRecord(
             job_id=self.id,
-            status=self.state,  # type: ignore[arg-type]
+            status=self.state,
             execution_metadata=ExecutionMetadata(
-                cpu_seconds=self.cpu_seconds,
+                cpu_seconds=round(self.cpu_seconds, 3),  # ms, as signed
                 memory_peak_bytes=self.memory_peak_bytes,
                 exit_code=self.exit_code,
                 environment=self.manifest.environment,
@@ -141,5 +151,5 @@ class Job:
             started_at=self.started_at,
             finished_at=self.finished_at,
             wall_seconds=round(self.wall_seconds, 3),
-            failure=self.failure,  # type: ignore[arg-type]
+            failure=self.failure,
         )

@@ -76,9 +76,15 @@ def parse(
     if manifest.environment not in environments:
         offered = ", ".join(sorted(environments))
         raise ManifestError(f"Unknown environment: {manifest.environment} (offered: {offered})")
-    for name in manifest.env:
+    # A NUL cannot reach an argv or an environment: refuse it here, before anything is written.
+    for index, arg in enumerate(manifest.args):
+        if "\x00" in arg:
+            raise ManifestError(f"args[{index}]: NUL character not allowed")
+    for name, value in manifest.env.items():
         if _FORBIDDEN_ENV.match(name):
             raise ManifestError(f"Environment variable not allowed: {name}")
+        if "\x00" in value:
+            raise ManifestError(f"env.{name}: NUL character not allowed")
     manifest.outputs = [
         relative_path(pattern, "outputs pattern") + ("/" if pattern.endswith("/") else "")
         for pattern in manifest.outputs

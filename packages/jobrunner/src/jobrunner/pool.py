@@ -3,33 +3,64 @@
 Workers are listed in a TOML file (URL, Ed25519 public key, capacity). A worker is healthy only
 while it signs a fresh challenge with that key, so a server that merely copies a public key is
 never used. Each job goes to the least-loaded healthy worker (a refused dispatch is retried on the
-next one); every finished result's signature is checked against the allowlisted key before the
-pool reports it; jobs on a worker that stops answering are reported failed with `worker_lost`.
-Rate limits apply here, per client IP; workers see the client in `X-Forwarded-For` (the pool
-must be one of their trusted proxies).
+next one); every finished result is checked before the pool reports it: signed by the allowlisted
+key, for this job id and the job hash the worker announced at submit, with the types the
+interface gives. Jobs on a worker that fails several health checks in a row are reported failed
+with `worker_lost`. Each finished job's record is kept (for `retention` seconds), so `/status`
+still answers once its worker is gone.
+
+Three aiohttp sessions, each with its own connection limit and timeouts, so that one kind of
+traffic can never starve another: `health` (the challenges, one connection per worker), `api`
+(submit, status, outputs: short requests) and `streams` (live logs over WebSocket, plain logs and
+downloads, which last as long as the client reads). Rate limits apply here, per client IP (IPv6
+by network); workers see the client in `X-Forwarded-For` (the pool must be a trusted proxy).
 """
 
 import asyncio
 import contextlib
 import logging
+import re
 import secrets
 import time
 import tomllib
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
+from urllib.parse import quote
 
 import aiohttp
 import msgspec
+from yarl import URL
 
 from jobrunner import errors
 from jobrunner.jobs import timestamp
 from jobrunner.ratelimit import Limits, RateLimiter, Reservation
-from jobrunner.signing import WorkerKey, challenge_message, verify_record, verify_signature
-from jobrunner.wire import Quota, Stats, StatusRecord, SystemStats, decode_status
-from servekit import HTTPError
+from jobrunner.signing import (
+    FINISHED,
+    RecordProblem,
+    WorkerKey,
+    challenge_message,
+    check_record,
+    result_message,
+    verify_signature,
+)
+from jobrunner.wire import (
+    ExecutionMetadata,
+    Failure,
+    Quota,
+    Stats,
+    StatusRecord,
+    SubmitResult,
+    SystemStats,
+    WorkerMetadata,
+    decode_status,
+)
 
 log = logging.getLogger("jobrunner.pool")
-FINISHED = ("completed", "failed")
+# What a job id may look like before the pool ever puts one into an upstream URL.
+JOB_ID = re.compile(r"^[A-Za-z0-9_-]{16,64}$")
+_API_ERRORS = (aiohttp.ClientError, TimeoutError, msgspec.DecodeError)
 
 
 class WorkerEntry(msgspec.Struct, forbid_unknown_fields=True):
@@ -56,6 +87,7 @@ class Worker:
     active: int = 0
     problem: str = "not checked yet"
     queue_length: int = 0
+    failed_checks: int = 0  # in a row; `lost_after` of them and its jobs are lost
 
     @property
     def url(self) -> str:
@@ -71,8 +103,18 @@ class PoolJob:
     job_id: str
     worker: Worker
     client_ip: str
-    finished: bool = False
-    lost: StatusRecord | None = None  # the pool's own record once the worker is lost
+    job_hash: str | None  # as the worker announced it at submit (None: an older worker)
+    created_at: str = field(default_factory=timestamp)
+    final: StatusRecord | None = None  # the checked record, once finished
+    finished_at: float | None = None  # pool clock, for retention
+
+    @property
+    def lost(self) -> bool:
+        return self.final is not None and self.final.failure == "worker_lost"
+
+
+class WorkerAnswer(Exception):
+    """A worker could not be asked, or answered something the pool cannot use."""
 
 
 @dataclass
@@ -81,38 +123,68 @@ class Pool:
     key: WorkerKey
     limits: Limits = field(default_factory=Limits)
     health_interval: float = 2.0
-    clock: object = time.monotonic
+    lost_after: int = 3  # failed health checks in a row before a worker's jobs are lost
+    max_streams: int = 1000  # proxied live logs and downloads at once
+    api_connections: int = 100  # short upstream requests at once
+    api_timeout: float = 30.0  # seconds for a short upstream request
+    upload_timeout: float = 120.0  # seconds to pass an upload (up to 50 MiB) to a worker
+    retention: float = 600.0  # seconds a finished job's record is kept
+    clock: Callable[[], float] = time.monotonic
     jobs: dict[str, PoolJob] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        self.limiter = RateLimiter(self.limits, self.clock)  # type: ignore[arg-type]
-        self.session: aiohttp.ClientSession | None = None
-        self._tasks: list[asyncio.Task] = []
+        self.limiter = RateLimiter(self.limits, self.clock)
+        self.open_streams = 0
+        self._sessions: dict[str, aiohttp.ClientSession] = {}
+        self._tasks: list[asyncio.Task[None]] = []
 
     # --- lifecycle -------------------------------------------------------------------------------
 
     async def start(self) -> None:
-        self.session = aiohttp.ClientSession(
-            timeout=aiohttp.ClientTimeout(total=None, sock_connect=5)
-        )
+        def session(limit: int, timeout: aiohttp.ClientTimeout) -> aiohttp.ClientSession:
+            return aiohttp.ClientSession(
+                connector=aiohttp.TCPConnector(limit=limit), timeout=timeout
+            )
+
+        check = max(2.0, self.health_interval)
+        self._sessions = {
+            "health": session(
+                2 * len(self.workers) + 2, aiohttp.ClientTimeout(total=check, sock_connect=check)
+            ),
+            "api": session(
+                self.api_connections,
+                aiohttp.ClientTimeout(total=self.api_timeout, sock_connect=5),
+            ),
+            # No total: a download or a live log lasts as long as the client reads. A worker that
+            # stops sending is caught by sock_read (downloads) and heartbeats (WebSockets).
+            "streams": session(
+                self.max_streams, aiohttp.ClientTimeout(total=None, sock_connect=5, sock_read=60)
+            ),
+        }
         await self.check_all()
-        self._tasks = [asyncio.create_task(self._watch())]
+        self._tasks = [
+            asyncio.create_task(self._every(self.check_all), name="pool-health"),
+            asyncio.create_task(self._every(self._follow_jobs), name="pool-jobs"),
+        ]
 
     async def stop(self) -> None:
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
-        if self.session is not None:
-            await self.session.close()
+        for session in self._sessions.values():
+            await session.close()
 
-    async def _watch(self) -> None:
+    def session(self, kind: str) -> aiohttp.ClientSession:
+        """`health`, `api` or `streams` (see the module's docstring)."""
+        return self._sessions[kind]
+
+    async def _every(self, action: Callable[[], Any]) -> None:
         while True:
             await asyncio.sleep(self.health_interval)
             try:
-                await self.check_all()
-                await self._follow_jobs()
+                await action()
             except Exception:
-                log.exception("pool watch failed")
+                log.exception("pool %s failed", getattr(action, "__name__", "task"))
 
     # --- worker health ---------------------------------------------------------------------------
 
@@ -122,14 +194,11 @@ class Pool:
     async def _check(self, worker: Worker) -> None:
         nonce = secrets.token_urlsafe(24)
         problem = None
+        session = self.session("health")
         try:
-            async with self.session.get(  # type: ignore[union-attr]
-                f"{worker.url}/health",
-                params={"challenge": nonce},
-                timeout=aiohttp.ClientTimeout(total=max(1.0, self.health_interval)),
-            ) as reply:
+            async with session.get(f"{worker.url}/health", params={"challenge": nonce}) as reply:
                 body = await reply.json(content_type=None)
-            if body.get("worker_id") != worker.entry.key:
+            if not isinstance(body, dict) or body.get("worker_id") != worker.entry.key:
                 problem = "answers with a key that is not the allowlisted one"
             elif not verify_signature(
                 worker.entry.key,
@@ -138,61 +207,70 @@ class Pool:
             ):
                 problem = "failed the signed challenge (it does not hold the key)"
             else:
-                stats = await self._get_json(worker, "/stats")
+                async with session.get(f"{worker.url}/stats") as reply:
+                    stats = await reply.json(content_type=None)
                 worker.queue_length = int(stats.get("system", {}).get("queue_length", 0))
         except (aiohttp.ClientError, TimeoutError, ValueError, AttributeError) as error:
             problem = f"unreachable ({type(error).__name__})"
         was_healthy, was_problem = worker.healthy, worker.problem
         worker.healthy, worker.problem = problem is None, problem or ""
+        worker.failed_checks = 0 if problem is None else worker.failed_checks + 1
         if was_healthy != worker.healthy or was_problem != worker.problem:
             log.info(
                 "worker %s is %s",
                 worker.url,
                 "healthy" if worker.healthy else f"unhealthy: {problem}",
             )
-        if was_healthy and not worker.healthy:
+        if worker.failed_checks >= self.lost_after:
             self._lose_jobs(worker)
 
     def _lose_jobs(self, worker: Worker) -> None:
         for job in self.jobs.values():
-            if job.worker is worker and not job.finished:
-                job.finished = True
-                job.lost = _lost_record(job.job_id, worker.entry.key)
-                worker.active = max(0, worker.active - 1)
-                self.limiter.finished(job.client_ip, job.job_id)
+            if job.worker is worker and job.final is None:
+                self._finish(job, self._own_record(job, "worker_lost"))
                 log.info("job %s failed: worker_lost (%s)", job.job_id, worker.url)
-
-    async def _get_json(self, worker: Worker, path: str) -> dict:
-        async with self.session.get(f"{worker.url}{path}") as reply:  # type: ignore[union-attr]
-            return await reply.json(content_type=None)
-
-    async def _follow_jobs(self) -> None:
-        """Learn which jobs ended (for the per-IP limits and the workers' loads)."""
-        for job in [j for j in self.jobs.values() if not j.finished]:
-            with contextlib.suppress(HTTPError):  # unreachable now: the health check decides
-                await self.status(job.job_id)
 
     # --- submitting ------------------------------------------------------------------------------
 
+    async def admit(self, client_ip: str) -> None:
+        """Refuse (429) a client over its limits before its upload is read."""
+        if not self.limiter.verdict(client_ip).allowed:
+            # Jobs of this client may have ended since the last look: learn that, then decide.
+            await self._follow_jobs(client_ip)
+            verdict = self.limiter.verdict(client_ip)
+            if not verdict.allowed:
+                raise errors.rate_limited(verdict)
+
     async def submit(self, client_ip: str, body: bytes, content_type: str) -> tuple[int, bytes]:
+        await self.admit(client_ip)
         reservation = self.limiter.reserve(client_ip)
         if not isinstance(reservation, Reservation):
             raise errors.rate_limited(reservation)
         refusals = []
+        timeout = aiohttp.ClientTimeout(total=self.upload_timeout, sock_connect=5, sock_read=60)
         for worker in sorted((w for w in self.workers if w.healthy), key=lambda w: w.load):
             try:
-                async with self.session.post(  # type: ignore[union-attr]
+                async with self.session("api").post(
                     f"{worker.url}/submit",
                     data=body,
                     headers={"Content-Type": content_type, "X-Forwarded-For": client_ip},
+                    timeout=timeout,
                 ) as reply:
                     answer = await reply.read()
             except (aiohttp.ClientError, TimeoutError) as error:
                 refusals.append(f"{worker.url}: {type(error).__name__}")
                 continue
             if reply.status == 200:
-                job_id = msgspec.json.decode(answer)["job_id"]
-                self.jobs[job_id] = PoolJob(job_id, worker, client_ip)
+                try:
+                    accepted = msgspec.json.decode(answer, type=SubmitResult)
+                except msgspec.DecodeError:
+                    accepted = None
+                if accepted is None or not JOB_ID.match(accepted.job_id):
+                    refusals.append(f"{worker.url}: an answer that is not a submit result")
+                    continue
+                self.jobs[accepted.job_id] = PoolJob(
+                    accepted.job_id, worker, client_ip, accepted.job_hash
+                )
                 worker.active += 1
                 return 200, answer
             if reply.status in (400, 413):  # the request itself is wrong: no other worker helps
@@ -200,11 +278,9 @@ class Pool:
                 return reply.status, answer
             refusals.append(f"{worker.url}: {reply.status}")
         self.limiter.cancel(reservation)
-        raise HTTPError(
-            503,
-            "No worker available",
+        raise errors.NoWorkerAvailable(
             "; ".join(refusals) or "no healthy worker in the pool",
-            headers={"Retry-After": str(max(1, int(self.health_interval)))},
+            retry_after=max(1, int(self.health_interval)),
         )
 
     # --- reading ---------------------------------------------------------------------------------
@@ -216,49 +292,143 @@ class Pool:
         return job
 
     async def status(self, job_id: str) -> StatusRecord:
+        """The job's record as the pool can vouch for it. Reads only: changes no state."""
         job = self.find(job_id)
-        if job.lost is not None:
-            return job.lost
+        if job.final is not None:
+            return job.final
         try:
-            async with self.session.get(  # type: ignore[union-attr]
-                f"{job.worker.url}/status/{job_id}"
-            ) as reply:
-                raw = await reply.read()
-        except (aiohttp.ClientError, TimeoutError):
-            await self._check(job.worker)  # gone for good? then the job is lost, now
-            if job.lost is not None:
-                return job.lost
-            raise HTTPError(502, "Worker unreachable", job.worker.url) from None
-        if reply.status == 404:
-            raise errors.job_not_found(job_id)
-        record = decode_status(raw)
-        if record.status in FINISHED:
-            if not verify_record(record, job.worker.entry.key):
-                record = msgspec.structs.replace(record, status="failed", failure="bad_signature")
-                log.warning("job %s: result signature does not verify (%s)", job_id, job.worker.url)
-            self._finished(job, record)
-        return record
+            return self._checked(job, await self._fetch_status(job))
+        except WorkerAnswer as error:
+            raise errors.WorkerUnreachable(f"{job.worker.url}: {error}") from None
 
-    def _finished(self, job: PoolJob, record: StatusRecord) -> None:
-        if job.finished:
+    async def _fetch_status(self, job: PoolJob) -> StatusRecord:
+        url = URL(f"{job.worker.url}/status/{quote(job.job_id, safe='')}", encoded=True)
+        try:
+            async with self.session("api").get(url) as reply:
+                raw = await reply.read()
+        except (aiohttp.ClientError, TimeoutError) as error:
+            raise WorkerAnswer(type(error).__name__) from None
+        if reply.status == 404:
+            raise errors.job_not_found(job.job_id)
+        if reply.status != 200:
+            raise WorkerAnswer(f"status {reply.status}")
+        try:
+            return decode_status(raw)
+        except msgspec.DecodeError as error:
+            raise WorkerAnswer(f"not a status record ({error})") from None
+
+    def _checked(self, job: PoolJob, record: StatusRecord) -> StatusRecord:
+        """The worker's record if it is about this job (and, once finished, verifies); a
+        finished one that does not is replaced by the pool's own `bad_signature` record."""
+        if self._problem(job, record) is None:
+            return record
+        if record.status not in FINISHED:
+            raise WorkerAnswer(f"an answer about another job ({self._problem(job, record)})")
+        return self._own_record(job, "bad_signature")
+
+    def _problem(self, job: PoolJob, record: StatusRecord) -> str | None:
+        """Why the pool cannot vouch for this record of `job` (None: it can)."""
+        if record.status not in FINISHED:
+            if record.job_id != job.job_id:
+                return f"job_id: {record.job_id!r} is another job's"
+            if job.job_hash is not None and record.job_hash != job.job_hash:
+                return f"job_hash: {record.job_hash!r} is not the one announced at submit"
+            return None
+        try:
+            check_record(record, job.worker.entry.key, job_id=job.job_id, job_hash=job.job_hash)
+        except RecordProblem as problem:
+            return str(problem)
+        return None
+
+    async def refresh(self, job: PoolJob) -> None:
+        """Ask the job's worker how it is; a finished job's checked record is kept."""
+        if job.final is not None:
             return
-        job.finished = True
+        try:
+            answer = await self._fetch_status(job)
+            record = self._checked(job, answer)
+        except WorkerAnswer:
+            return  # unreachable now: the health checks decide whether it is lost
+        except errors.JobNotFound:
+            record = self._own_record(job, "worker_lost")  # the worker forgot it (restarted)
+        else:
+            if record is not answer:
+                log.warning(
+                    "job %s: the result from %s does not verify: %s",
+                    job.job_id,
+                    job.worker.url,
+                    self._problem(job, answer),
+                )
+        if record.status in FINISHED:
+            self._finish(job, record)
+
+    async def _follow_jobs(self, client_ip: str | None = None) -> None:
+        """Learn which jobs ended (for the per-IP limits and the workers' loads), and forget
+        finished ones after `retention`."""
+        now = self.clock()
+        for job_id, job in list(self.jobs.items()):
+            if job.finished_at is not None and now - job.finished_at > self.retention:
+                del self.jobs[job_id]
+        key = None if client_ip is None else self.limiter.key(client_ip)
+        pending = [
+            job
+            for job in self.jobs.values()
+            if job.final is None
+            and job.worker.healthy
+            and (key is None or self.limiter.key(job.client_ip) == key)
+        ]
+        gate = asyncio.Semaphore(16)  # leave room in the api connections for clients
+
+        async def refresh(job: PoolJob) -> None:
+            async with gate:
+                await self.refresh(job)
+
+        await asyncio.gather(*(refresh(job) for job in pending))
+
+    def _finish(self, job: PoolJob, record: StatusRecord) -> None:
+        if job.final is not None:
+            return
+        job.final, job.finished_at = record, self.clock()
         job.worker.active = max(0, job.worker.active - 1)
         self.limiter.cpu_used(job.client_ip, job.job_id, record.execution_metadata.cpu_seconds)
         self.limiter.finished(job.client_ip, job.job_id)
 
-    def route(self, job_id: str) -> Worker:
-        """The worker to proxy a read to (404 for unknown or lost jobs)."""
-        job = self.find(job_id)
-        if job.lost is not None:
-            raise HTTPError(404, "Job not found", f"{job_id} (its worker was lost)")
-        return job.worker
+    def _own_record(self, job: PoolJob, failure: Failure) -> StatusRecord:
+        """A finished record the pool makes (and signs with its own key) when the worker's
+        cannot be used: nothing of the worker's is vouched for, so it carries no results."""
+        now = timestamp()
+        record = StatusRecord(
+            job_id=job.job_id,
+            status="failed",
+            execution_metadata=ExecutionMetadata(),
+            job_hash=job.job_hash or "",
+            output_files={},
+            worker_metadata=WorkerMetadata(self.key.worker_id, None),
+            position=None,
+            created_at=job.created_at,
+            started_at=None,
+            finished_at=now,
+            wall_seconds=0.0,
+            failure=failure,
+        )
+        record.worker_metadata.signature = self.key.sign(result_message(record))
+        return record
 
-    def any_worker(self) -> Worker:
+    def route(self, job_id: str) -> tuple[Worker, str]:
+        """The worker to proxy a read to, and the job id as a URL path segment."""
+        job = self.find(job_id)
+        if job.lost:
+            raise errors.JobNotFound(f"{job_id} (its worker was lost)")
+        return job.worker, quote(job.job_id, safe="")
+
+    async def environments(self) -> tuple[int, bytes]:
         for worker in self.workers:
-            if worker.healthy:
-                return worker
-        raise HTTPError(503, "No worker available", "no healthy worker in the pool")
+            if not worker.healthy:
+                continue
+            with contextlib.suppress(aiohttp.ClientError, TimeoutError):
+                async with self.session("api").get(f"{worker.url}/environments") as reply:
+                    return reply.status, await reply.read()
+        raise errors.NoWorkerAvailable("no healthy worker in the pool")
 
     def stats(self, client_ip: str) -> Stats:
         verdict = self.limiter.verdict(client_ip)
@@ -278,22 +448,3 @@ class Pool:
                 active_jobs=sum(w.active for w in self.workers),
             ),
         )
-
-
-def _lost_record(job_id: str, worker_id: str) -> StatusRecord:
-    from jobrunner.wire import ExecutionMetadata, WorkerMetadata
-
-    return StatusRecord(
-        job_id=job_id,
-        status="failed",
-        execution_metadata=ExecutionMetadata(),
-        job_hash="",
-        output_files={},
-        worker_metadata=WorkerMetadata(worker_id, None),
-        position=None,
-        created_at=timestamp(),
-        started_at=None,
-        finished_at=timestamp(),
-        wall_seconds=0.0,
-        failure="worker_lost",
-    )

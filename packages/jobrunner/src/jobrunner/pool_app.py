@@ -1,18 +1,28 @@
-"""The pool's HTTP front end: the same interface as a worker, answered through the workers."""
+"""The pool's HTTP front end: the same interface as a worker, answered through the workers.
 
+Upstream URLs are built from what the routes parsed and checked (a known job id, an output path
+without empty, `.` or `..` segments), each part percent-encoded again, never from the path the
+client sent: `/download/ID/%2e%2e/%2e%2e/stats` must not reach a worker's `/stats`.
+"""
+
+import asyncio
 import contextlib
+from collections.abc import AsyncIterator
+from urllib.parse import quote
 
 import aiohttp
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 from starlette.websockets import WebSocket, WebSocketDisconnect
+from yarl import URL
 
 from jobrunner import __version__, errors
 from jobrunner.app import interface
+from jobrunner.edge import drop_small_body
 from jobrunner.pool import Pool
 from jobrunner.wire import ServerInfo
-from servekit import HTTPError, JSONResponse, TrustedProxies, client_ip
+from servekit import JSONResponse, TrustedProxies, client_ip
 
 PASSED_HEADERS = (
     "content-type",
@@ -22,6 +32,14 @@ PASSED_HEADERS = (
     "content-length",
     "retry-after",
 )
+
+
+def output_path(path: str) -> str:
+    """An output path as a URL path, or 404: only plain relative segments are passed on."""
+    segments = path.split("/")
+    if any(part in ("", ".", "..") or "\0" in part for part in segments):
+        raise errors.file_not_found(path)
+    return "/".join(quote(part, safe="") for part in segments)
 
 
 def build_pool_app(pool: Pool, trusted: TrustedProxies, max_upload_mb: int = 50) -> Starlette:
@@ -37,40 +55,48 @@ def build_pool_app(pool: Pool, trusted: TrustedProxies, max_upload_mb: int = 50)
                 description=f"A trusted pool of {len(pool.workers)} jobrunner workers "
                 f"({healthy} healthy); the same interface as one worker.",
                 privacy="No accounts. Jobs and files live on the workers and are deleted there "
-                "after download or retention; the pool keeps only job routes in memory.",
-                limits=f"per IP: {limits.cpu_seconds:g} CPU-seconds per {limits.cpu_window:g} s, "
-                f"{limits.concurrent} concurrent jobs, {limits.per_hour} jobs per hour; "
-                "per job: as the workers say",
+                "after download or retention; the pool keeps job routes and finished status "
+                f"records in memory for {pool.retention:g} s.",
+                limits=f"per IP (IPv6: per /{limits.ipv6_prefix}): {limits.cpu_seconds:g} "
+                f"CPU-seconds per {limits.cpu_window:g} s, {limits.concurrent} concurrent jobs, "
+                f"{limits.per_hour} jobs per hour; per job: as the workers say",
                 version=__version__,
             )
         )
 
     async def submit(request: Request) -> Response:
+        ip = client_ip(request, trusted)
         length = request.headers.get("content-length")
         if length and length.isdigit() and int(length) > limit:
             raise errors.too_large(max_upload_mb)
+        try:
+            await pool.admit(ip)  # 429 from the headers alone: never keep a refused upload
+        except errors.JobrunnerError:
+            await drop_small_body(request)  # so that the client reads the 429, not a reset
+            raise
         body = bytearray()
-        async for chunk in request.stream():
-            body += chunk
-            if len(body) > limit:
-                raise errors.too_large(max_upload_mb)
-        status, answer = await pool.submit(
-            client_ip(request, trusted), bytes(body), request.headers.get("content-type", "")
-        )
+        try:
+            async with asyncio.timeout(pool.upload_timeout):  # a slow body holds nothing for ever
+                async for chunk in request.stream():
+                    body += chunk
+                    if len(body) > limit:
+                        raise errors.too_large(max_upload_mb)
+        except TimeoutError:
+            raise errors.UploadTimeout(f"the upload took over {pool.upload_timeout:g} s") from None
+        status, answer = await pool.submit(ip, bytes(body), request.headers.get("content-type", ""))
         return Response(answer, status, media_type="application/json")
 
     async def status(request: Request) -> Response:
         return JSONResponse(await pool.status(request.path_params["job_id"]))
 
-    async def proxied(request: Request) -> Response:
-        worker = pool.route(request.path_params["job_id"])
+    async def proxy(upstream: str, session: aiohttp.ClientSession) -> Response:
         try:
-            reply = await pool.session.get(f"{worker.url}{request.url.path}")  # type: ignore[union-attr]
-        except (aiohttp.ClientError, TimeoutError):
-            raise HTTPError(502, "Worker unreachable", worker.url) from None
+            reply = await session.get(URL(upstream, encoded=True))
+        except (aiohttp.ClientError, TimeoutError) as error:
+            raise errors.WorkerUnreachable(type(error).__name__) from None
         headers = {k: v for k, v in reply.headers.items() if k.lower() in PASSED_HEADERS}
 
-        async def body():
+        async def body() -> AsyncIterator[bytes]:
             try:
                 async for chunk in reply.content.iter_chunked(1 << 16):
                     yield chunk
@@ -79,13 +105,25 @@ def build_pool_app(pool: Pool, trusted: TrustedProxies, max_upload_mb: int = 50)
 
         return StreamingResponse(body(), reply.status, headers=headers)
 
+    async def logs(request: Request) -> Response:
+        worker, job = pool.route(request.path_params["job_id"])
+        return await proxy(f"{worker.url}/logs/{job}", pool.session("streams"))
+
+    async def outputs(request: Request) -> Response:
+        worker, job = pool.route(request.path_params["job_id"])
+        return await proxy(f"{worker.url}/outputs/{job}", pool.session("api"))
+
+    async def download(request: Request) -> Response:
+        worker, job = pool.route(request.path_params["job_id"])
+        path = output_path(request.path_params["filepath"])
+        return await proxy(f"{worker.url}/download/{job}/{path}", pool.session("streams"))
+
     async def stats(request: Request) -> Response:
         return JSONResponse(pool.stats(client_ip(request, trusted)))
 
     async def environments(request: Request) -> Response:
-        worker = pool.any_worker()
-        async with pool.session.get(f"{worker.url}/environments") as reply:  # type: ignore[union-attr]
-            return Response(await reply.read(), reply.status, media_type="application/json")
+        status, body = await pool.environments()
+        return Response(body, status, media_type="application/json")
 
     async def health(request: Request) -> Response:
         status = "healthy" if any(w.healthy for w in pool.workers) else "degraded"
@@ -94,29 +132,21 @@ def build_pool_app(pool: Pool, trusted: TrustedProxies, max_upload_mb: int = 50)
     async def stream(websocket: WebSocket) -> None:
         await websocket.accept()
         job = pool.jobs.get(websocket.path_params["job_id"])
-        if job is None or job.lost is not None:
+        if job is None or job.lost:
             await websocket.close(4404, "Job not found")
             return
-        url = job.worker.url.replace("http", "ws", 1) + websocket.url.path
-        with contextlib.suppress(WebSocketDisconnect):
-            try:
-                async with pool.session.ws_connect(url) as upstream:  # type: ignore[union-attr]
-                    while True:
-                        message = await upstream.receive()
-                        if message.type == aiohttp.WSMsgType.TEXT:
-                            await websocket.send_text(message.data)
-                            continue
-                        # The worker's close code and reason (1000 + final status, 1013, ...).
-                        if message.type == aiohttp.WSMsgType.CLOSE:
-                            await websocket.close(message.data or 1000, message.extra or "")
-                        else:
-                            await websocket.close(1011, "worker lost")
-                        return
-            except (aiohttp.ClientError, TimeoutError):
-                await websocket.close(1011, "worker lost")
+        if pool.open_streams >= pool.max_streams:
+            await websocket.close(1013, "too many live logs at once; try again later")
+            return
+        pool.open_streams += 1
+        try:
+            with contextlib.suppress(WebSocketDisconnect):
+                await _relay(websocket, pool, job.worker.url, quote(job.job_id, safe=""))
+        finally:
+            pool.open_streams -= 1
 
     @contextlib.asynccontextmanager
-    async def lifespan(app: Starlette):
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
         await pool.start()
         yield
         await pool.stop()
@@ -125,12 +155,48 @@ def build_pool_app(pool: Pool, trusted: TrustedProxies, max_upload_mb: int = 50)
         info=info,
         submit=submit,
         status=status,
-        logs=proxied,
+        logs=logs,
         stream=stream,
-        outputs=proxied,
-        download=proxied,
+        outputs=outputs,
+        download=download,
         stats=stats,
         environments=environments,
         health=health,
         lifespan=lifespan,
     )
+
+
+async def _relay(websocket: WebSocket, pool: Pool, worker_url: str, job: str) -> None:
+    """Pass the worker's live log on, with its close code; stop at once if the client leaves."""
+    url = URL(worker_url.replace("http", "ws", 1) + f"/logs/{job}/stream", encoded=True)
+    try:
+        async with pool.session("streams").ws_connect(url, heartbeat=30) as upstream:
+
+            async def pump() -> None:
+                while True:
+                    message = await upstream.receive()
+                    if message.type == aiohttp.WSMsgType.TEXT:
+                        await websocket.send_text(message.data)
+                        continue
+                    # The worker's close code and reason (1000 + final status, 1013, ...).
+                    if message.type == aiohttp.WSMsgType.CLOSE:
+                        await websocket.close(message.data or 1000, message.extra or "")
+                    else:
+                        await websocket.close(1011, "worker lost")
+                    return
+
+            async def client_left() -> None:
+                while (await websocket.receive())["type"] != "websocket.disconnect":
+                    pass
+
+            tasks = {asyncio.ensure_future(pump()), asyncio.ensure_future(client_left())}
+            try:
+                done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                for task in tasks:
+                    task.cancel()
+                await asyncio.gather(*tasks, return_exceptions=True)
+            for task in done:
+                task.result()
+    except (aiohttp.ClientError, TimeoutError):
+        await websocket.close(1011, "worker lost")

@@ -5,6 +5,9 @@ CPU use is a ledger of (time, seconds) increments: running jobs report their CPU
 job's CPU counts for `cpu_window` seconds after it was used. `retry_after` is exact for the hourly
 and CPU limits (the moment enough of the window has expired, if nothing else happens meanwhile).
 A concurrency refusal says 1 second: a slot frees whenever a job ends, which cannot be predicted.
+
+Every method takes the client's address and counts it under `servekit.rate_key`: an IPv4 address
+as itself, an IPv6 address as its /64 (`Limits.ipv6_prefix`), so the server and the pool agree.
 """
 
 import contextlib
@@ -14,6 +17,8 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from servekit import rate_key
+
 
 @dataclass(frozen=True)
 class Limits:
@@ -22,6 +27,10 @@ class Limits:
     cpu_seconds: float = 10.0
     cpu_window: float = 60.0
     hour: float = 3600.0
+    ipv6_prefix: int = 64  # IPv6 clients are counted by network: one host holds a whole /64
+
+    def __post_init__(self) -> None:
+        rate_key("::", self.ipv6_prefix)  # refuse a prefix length outside 0..128 at once
 
 
 @dataclass(frozen=True)
@@ -46,7 +55,7 @@ class _Client:
 
 @dataclass(frozen=True)
 class Reservation:
-    ip: str
+    key: str  # the client's rate key (see `RateLimiter.key`)
     at: float
 
 
@@ -60,13 +69,18 @@ def _wait(until: float, now: float) -> int:
 
 
 class RateLimiter:
-    def __init__(self, limits: Limits = Limits(), clock: Callable[[], float] = time.monotonic):
+    def __init__(
+        self, limits: Limits = Limits(), clock: Callable[[], float] = time.monotonic
+    ) -> None:
         self.limits = limits
         self.clock = clock
         self._clients: dict[str, _Client] = {}
 
-    def _client(self, ip: str) -> _Client:
-        return self._clients.setdefault(ip, _Client())
+    def key(self, ip: str) -> str:
+        return rate_key(ip, self.limits.ipv6_prefix)
+
+    def _client(self, key: str) -> _Client:
+        return self._clients.setdefault(key, _Client())
 
     def _expire(self, client: _Client, now: float) -> None:
         while client.submits and now - client.submits[0] >= self.limits.hour - _EPSILON:
@@ -76,7 +90,7 @@ class RateLimiter:
 
     def verdict(self, ip: str) -> Verdict:
         now = self.clock()
-        client = self._clients.get(ip) or _Client()
+        client = self._clients.get(self.key(ip)) or _Client()
         self._expire(client, now)
         limits = self.limits
         reasons: list[str] = []
@@ -122,41 +136,43 @@ class RateLimiter:
         if not verdict.allowed:
             return verdict
         now = self.clock()
-        client = self._client(ip)
+        key = self.key(ip)
+        client = self._client(key)
         client.active += 1
         client.submits.append(now)
-        return Reservation(ip, now)
+        return Reservation(key, now)
 
     def cancel(self, reservation: Reservation) -> None:
         """The submit was invalid: it counts neither as active nor against the hourly limit."""
-        client = self._client(reservation.ip)
+        client = self._client(reservation.key)
         client.active -= 1
         with contextlib.suppress(ValueError):  # already expired
             client.submits.remove(reservation.at)
-        self._forget_if_idle(reservation.ip)
+        self._forget_if_idle(reservation.key)
 
     def cpu_used(self, ip: str, job_id: str, total: float) -> None:
         """A job's CPU so far (called while it runs and once when it ends)."""
-        client = self._client(ip)
+        client = self._client(self.key(ip))
         delta = total - client.running.get(job_id, 0.0)
         client.running[job_id] = max(total, client.running.get(job_id, 0.0))
         if delta > 0:
             client.cpu.append((self.clock(), delta))
 
     def finished(self, ip: str, job_id: str) -> None:
-        client = self._client(ip)
+        key = self.key(ip)
+        client = self._client(key)
         client.active = max(0, client.active - 1)
         client.running.pop(job_id, None)
-        self._forget_if_idle(ip)
+        self._forget_if_idle(key)
 
-    def _forget_if_idle(self, ip: str) -> None:
-        client = self._clients.get(ip)
+    def _forget_if_idle(self, key: str) -> None:
+        client = self._clients.get(key)
         if client is not None:
             self._expire(client, self.clock())
             if client.idle():
-                del self._clients[ip]
+                del self._clients[key]
 
     def sweep(self) -> None:
         """Drop clients with nothing left in any window (bounded memory under many addresses)."""
-        for ip in list(self._clients):
-            self._forget_if_idle(ip)
+        for key in list(self._clients):
+            self._forget_if_idle(key)

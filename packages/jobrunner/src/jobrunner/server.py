@@ -3,6 +3,7 @@
 import logging
 import sys
 from pathlib import Path
+from typing import Any
 
 from jobrunner.config import load
 from jobrunner.signing import WorkerKey
@@ -14,14 +15,15 @@ UNSAFE_WARNING = (
 )
 
 
-def run_server(config_file: Path | None = None, **overrides) -> None:
+def run_server(config_file: Path | None = None, **overrides: Any) -> None:
     from jobrunner.app import build_app
     from jobrunner.sandbox import Sandbox, SandboxUnavailable
-    from jobrunner.service import JobService
+    from jobrunner.service import JobService, Runner
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     settings = load(config_file, **overrides)
     warning = None
+    runner: Runner
     if settings.unsafe_no_sandbox:
         from jobrunner.sandbox.unsafe import UnsafeRunner
 
@@ -30,7 +32,7 @@ def run_server(config_file: Path | None = None, **overrides) -> None:
         print(f"WARNING: {warning}", file=sys.stderr, flush=True)
     else:
         try:
-            runner = Sandbox.find()
+            runner = Sandbox.find(settings.state)
         except SandboxUnavailable as error:
             raise RuntimeError(
                 f"no working sandbox: {error}. Refusing to start; --unsafe-no-sandbox runs jobs "
@@ -40,6 +42,7 @@ def run_server(config_file: Path | None = None, **overrides) -> None:
     service = JobService(settings, runner, key)
     app = build_app(service, TrustedProxies(settings.trusted_proxies), warning)
     listener = Listener(settings.host, settings.port, settings.certfile, settings.keyfile)
-    # Open HTTP connections get a short drain; running jobs get `shutdown_grace` in the app's
-    # own shutdown, which hypercorn runs after the connections are closed.
-    serve(app, listener, graceful_timeout=5)
+    # On SIGTERM the service first drains while the server still answers: submits get 503,
+    # running jobs get `shutdown_grace` and stay readable. Then the listener closes and open
+    # connections get a short drain.
+    serve(app, listener, graceful_timeout=5, before_shutdown=service.drain)

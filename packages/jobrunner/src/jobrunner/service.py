@@ -6,21 +6,25 @@ deleting) runs in threads so the event loop stays free.
 """
 
 import asyncio
+import contextlib
 import logging
 import mimetypes
+import os
 import shutil
 import time
 from collections import deque
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO
+from typing import BinaryIO, Protocol
 
 from jobrunner import __version__, errors, manifest, signing, uploads
 from jobrunner.config import Settings
 from jobrunner.environments import TEMPLATES, Environments, EnvironmentUnavailable, interpreters
 from jobrunner.jobs import Job, Log, new_job_id, timestamp
 from jobrunner.ratelimit import Limits, RateLimiter, Reservation
-from jobrunner.sandbox import RunSpec
+from jobrunner.sandbox import RunResult, RunSpec
 from jobrunner.wire import (
     DirectoryEntry,
     FileEntry,
@@ -39,6 +43,25 @@ from jobrunner.wire import (
 
 log = logging.getLogger("jobrunner")
 TARBALL_SUFFIXES = (".tar.gz", ".tgz")
+# Threads besides one per job slot: uploads, hashing, deletion and environment builds.
+SPARE_THREADS = 8
+
+
+class Runner(Protocol):
+    """What runs one job: the nsjail sandbox, the unsafe runner, or a test's fake."""
+
+    async def run(
+        self,
+        spec: RunSpec,
+        on_output: Callable[[bytes], None],
+        on_cpu: Callable[[float], None] = ...,
+    ) -> RunResult: ...
+
+
+def printable(path: str) -> str:
+    """A job's file name as one safe line: undecodable bytes as \\xNN, controls escaped too."""
+    text = os.fsencode(path).decode("utf-8", "backslashreplace")
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
 
 
 @dataclass
@@ -56,7 +79,11 @@ class Download:
 
 class JobService:
     def __init__(
-        self, settings: Settings, runner, key: signing.WorkerKey, clock=time.monotonic
+        self,
+        settings: Settings,
+        runner: Runner,
+        key: signing.WorkerKey,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.settings = settings
         self.runner = runner
@@ -73,21 +100,31 @@ class JobService:
                 per_hour=settings.rate_per_hour,
                 cpu_seconds=settings.rate_cpu_seconds,
                 cpu_window=settings.rate_cpu_window,
+                ipv6_prefix=settings.rate_ipv6_prefix,
             ),
             clock,
         )
         self.environments = Environments(
-            settings.state / "envs",
+            # The sandbox keeps environments where its jails can reach them (sandbox/layout.py).
+            getattr(runner, "environments_root", settings.state / "envs"),
             templates_dir=Path(settings.templates_dir) if settings.templates_dir else None,
         )
-        self._waiting: set[asyncio.Task] = set()  # jobs waiting for their environment's build
+        self._waiting: set[asyncio.Task[None]] = set()  # jobs waiting for their build
         self.interpreters = interpreters()
         self.jobs_dir = settings.state / "jobs"
-        self._tasks: list[asyncio.Task] = []
+        self._tasks: list[asyncio.Task[None]] = []
+        self._executor: ThreadPoolExecutor | None = None
 
     # --- lifecycle -------------------------------------------------------------------------------
 
     async def start(self) -> None:
+        # Every running job keeps a thread busy (waiting for its sandbox); the default pool is
+        # sized from the CPU count, so with more slots than that /submit would wait for a job to
+        # end. One thread per slot plus spares keeps blocking work from ever queueing behind jobs.
+        self._executor = ThreadPoolExecutor(
+            self.settings.concurrency + SPARE_THREADS, thread_name_prefix="jobrunner"
+        )
+        asyncio.get_running_loop().set_default_executor(self._executor)
         await asyncio.to_thread(self._prepare_state)
         self._tasks = [
             asyncio.create_task(self._worker(), name=f"worker-{n}")
@@ -100,31 +137,57 @@ class JobService:
         state.mkdir(parents=True, exist_ok=True)
         state.chmod(0o711)  # the jail must traverse it to reach binds; nobody may list it
         # Jobs of an earlier run are gone with its memory: their files must go too.
+        # (The sandbox has killed and unmounted what they left before we got here.)
         shutil.rmtree(self.jobs_dir, ignore_errors=True)
-        self.jobs_dir.mkdir(mode=0o711)
+        self.jobs_dir.mkdir(mode=0o711, exist_ok=True)
         self.environments.prepare()
 
-    async def stop(self) -> None:
-        """Stop accepting, give running jobs the grace period, then stop. Queued jobs are lost."""
+    async def drain(self) -> None:
+        """Stop accepting (submit answers 503) and give running jobs the grace period, while
+        their status and log stay readable. Queued jobs are lost."""
         self.accepting = False
         self.queue.clear()
         deadline = self.clock() + self.settings.shutdown_grace
-        while self.running and self.clock() < deadline:
-            await asyncio.sleep(0.05)
+        async with self._queue_changed:
+            while self.running and (left := deadline - self.clock()) > 0:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._queue_changed.wait(), left)
+
+    async def stop(self) -> None:
+        """Drain (if that has not happened yet), then cancel what is left."""
+        await self.drain()
         for task in [*self._tasks, *self._waiting]:
             task.cancel()
         await asyncio.gather(*self._tasks, *self._waiting, return_exceptions=True)
 
     # --- submit ----------------------------------------------------------------------------------
 
-    async def submit(
-        self, client_ip: str, manifest_text: str, parts: list[UploadPart]
-    ) -> SubmitResult:
+    def admit(self, client_ip: str) -> Reservation:
+        """A slot for one submission, taken before its body is read: a client over its limits
+        is refused at once instead of after uploading. `cancel` it if the upload fails."""
         if not self.accepting:
             raise errors.shutting_down()
         reservation = self.limiter.reserve(client_ip)
         if not isinstance(reservation, Reservation):
             raise errors.rate_limited(reservation)
+        return reservation
+
+    def cancel(self, reservation: Reservation) -> None:
+        self.limiter.cancel(reservation)
+
+    async def submit(
+        self,
+        client_ip: str,
+        manifest_text: str,
+        parts: list[UploadPart],
+        reservation: Reservation | None = None,
+    ) -> SubmitResult:
+        """Validate, unpack and enqueue a job (admitting it first unless `reservation` is given)."""
+        if reservation is None:
+            reservation = self.admit(client_ip)
+        elif not self.accepting:
+            self.limiter.cancel(reservation)
+            raise errors.shutting_down()
         job_dir = self.jobs_dir / new_job_id()
         try:
             job = await self._accept(client_ip, manifest_text, parts, job_dir)
@@ -136,7 +199,7 @@ class JobService:
         async with self._queue_changed:
             self.queue.append(job.id)
             self._queue_changed.notify()
-        return SubmitResult(job.id, "queued", len(self.queue))
+        return SubmitResult(job.id, "queued", len(self.queue), job.job_hash)
 
     async def _accept(
         self, client_ip: str, manifest_text: str, parts: list[UploadPart], job_dir: Path
@@ -195,15 +258,25 @@ class JobService:
             async with self._queue_changed:
                 await self._queue_changed.wait_for(lambda: bool(self.queue))
                 job = self.jobs.get(self.queue.popleft())
-            if job is not None and not self.environments.built(job.manifest.environment):
-                self._wait_for_environment(job)  # the slot goes to the next job meanwhile
+            if job is None:
                 continue
-            if job is not None:
+            try:
+                if not self.environments.built(job.manifest.environment):
+                    self._wait_for_environment(job)  # the slot goes to the next job meanwhile
+                    continue
                 self.running += 1
                 try:
                     await self._run(job)
                 finally:
                     self.running -= 1
+                    async with self._queue_changed:
+                        self._queue_changed.notify_all()  # for drain(), which waits on jobs
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                # Whatever one job did, this slot keeps serving the others.
+                log.exception("job %s: the runner loop failed", job.id)
+                self._fail_after_crash(job)
 
     def _wait_for_environment(self, job: Job) -> None:
         name = job.manifest.environment
@@ -254,23 +327,61 @@ class JobService:
             )
             job.exit_code, job.failure = result.exit_code, result.failure
             job.cpu_seconds, job.memory_peak_bytes = result.cpu_seconds, result.memory_peak_bytes
-            job.outputs = {out.path: out for out in result.outputs}
+            self._keep_outputs(job, result)
             note = result.note
         except EnvironmentUnavailable as error:
             job.failure, note = "environment_error", str(error)
         except Exception as error:
             log.exception("job %s: the sandbox failed", job.id)
-            job.failure, note = "sandbox_error", f"the sandbox failed: {error}"
+            # The exception's text may name host paths: the job's log gets only its kind.
+            job.failure, note = "sandbox_error", f"the sandbox failed ({type(error).__name__})"
         self._finish(job, started, note)
 
+    def _keep_outputs(self, job: Job, result: RunResult) -> None:
+        """The outputs the wire can carry; every other one is named in the log with why."""
+        job.outputs = {}
+        for out in result.outputs:
+            problem = out.problem
+            if problem is None:
+                try:
+                    out.path.encode("utf-8")
+                except UnicodeEncodeError:
+                    problem = "its name is not valid UTF-8 (kept on disk, not listed)"
+            if problem is None:
+                job.outputs[out.path] = out
+            else:
+                job.log.note(f"output {printable(out.path)} not listed: {problem}")
+
+    def _fail_after_crash(self, job: Job) -> None:
+        """A job whose handling raised: report it `sandbox_error` (signed if at all possible)."""
+        if job.finished:
+            return
+        job.failure = "sandbox_error"
+        job.outputs = {}
+        try:
+            self._finish(job, self.clock(), "the sandbox failed (internal error)")
+        except Exception:
+            log.exception("job %s: could not even record its failure", job.id)
+            job.state, job.finished_at = "failed", timestamp()
+            job.delete_at = self.clock() + self.settings.retention
+            job.log.close()
+            self._release(job)
+
+    def _release(self, job: Job) -> None:
+        if not job.released:
+            job.released = True
+            self.limiter.cpu_used(job.client_ip, job.id, job.cpu_seconds)
+            self.limiter.finished(job.client_ip, job.id)
+
     def _finish(self, job: Job, started: float, note: str | None) -> None:
-        self.limiter.cpu_used(job.client_ip, job.id, job.cpu_seconds)
-        self.limiter.finished(job.client_ip, job.id)
+        self._release(job)
         job.wall_seconds = self.clock() - started
         job.finished_at = timestamp()
         job.state = "completed" if job.failure is None and job.exit_code == 0 else "failed"
         if job.state == "failed" and job.failure is None:
             job.failure = "nonzero_exit"
+        if job.failure == "nonzero_exit" and not note:
+            note = f"the job exited with code {job.exit_code}"  # every failure ends its log so
         job.signature = self.key.sign(signing.result_message(self._record(job)))
         job.delete_at = self.clock() + self.settings.retention
         if note:
@@ -304,9 +415,6 @@ class JobService:
 
     def status(self, job_id: str) -> StatusRecord:
         return self._record(self.find(job_id))
-
-    def log_text(self, job_id: str) -> str:
-        return self.find(job_id).log.text()
 
     def outputs(self, job_id: str) -> OutputListing:
         job = self.find(job_id)

@@ -16,12 +16,24 @@ import tarfile
 import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import BinaryIO
+from typing import IO, TYPE_CHECKING, Any, BinaryIO
+
+if TYPE_CHECKING:
+    from _typeshed import WriteableBuffer
 
 from jobrunner import paths
 
 CHUNK = 1 << 20
 MAX_NAME = 1024
+# pax and GNU long-name headers are read whole by tarfile: bound them (a name is at most MAX_NAME).
+MAX_EXTENDED_HEADER = 64 * 1024
+_EXTENDED = (
+    tarfile.XHDTYPE,
+    tarfile.XGLTYPE,
+    tarfile.SOLARIS_XHDTYPE,
+    tarfile.GNUTYPE_LONGNAME,
+    tarfile.GNUTYPE_LONGLINK,
+)
 _KINDS = {
     tarfile.SYMTYPE: "a symbolic link",
     tarfile.LNKTYPE: "a hard link",
@@ -78,24 +90,50 @@ class _Inflated(io.RawIOBase):
     def readable(self) -> bool:
         return True
 
-    def readinto(self, buffer: bytearray | memoryview) -> int:  # type: ignore[override]
+    def readinto(self, buffer: "WriteableBuffer") -> int:
+        view = memoryview(buffer).cast("B")
         try:
-            data = self._gzip.read(len(buffer))
+            data = self._gzip.read(len(view))
         except (OSError, EOFError, zlib.error) as error:
             raise UploadError(f"not a valid gzip stream ({error})") from None
         self._count += len(data)
         if self._count > self._limit:
             raise UploadError("the archive inflates beyond the storage limit")
-        buffer[: len(data)] = data
+        view[: len(data)] = data
         return len(data)
+
+
+def shown(name: str) -> str:
+    """A name as one printable line: undecodable bytes as \\xNN, control characters escaped."""
+    text = name.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+
+
+class _BoundedTarInfo(tarfile.TarInfo):
+    """tarfile reads an extended header's whole payload into memory: refuse big ones first."""
+
+    def _proc_member(self, tarfile_: tarfile.TarFile) -> tarfile.TarInfo:
+        if self.type in _EXTENDED and self.size > MAX_EXTENDED_HEADER:
+            raise UploadError(
+                f"an extended (pax or long-name) header of {self.size} bytes exceeds "
+                f"{MAX_EXTENDED_HEADER // 1024} KiB"
+            )
+        parent: Any = super()  # a private method: typeshed does not list it
+        member: tarfile.TarInfo = parent._proc_member(tarfile_)
+        return member
 
 
 def safe_name(name: str) -> str:
     """The entry's normalised relative path, or UploadError naming it."""
     try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        # Names travel in JSON and signatures, which are UTF-8: refuse rather than guess.
+        raise UploadError(f"{shown(name)}: the name is not valid UTF-8") from None
+    try:
         path = paths.normalise(name)
     except paths.UnsafePath as error:
-        raise UploadError(f"{name!r}: {error}" if "\x00" in name else f"{name}: {error}") from None
+        raise UploadError(f"{shown(name)}: {error}") from None
     if len(path) > MAX_NAME or any(len(part.encode()) > 255 for part in path.split("/")):
         raise UploadError(f"{name[:80]}...: name too long")
     return path
@@ -112,7 +150,7 @@ def _make_dirs(dest: Path, relative: str) -> None:
                 raise UploadError(f"{relative}: conflicts with a file of the same name") from None
 
 
-def _write_file(dest: Path, path: str, source: BinaryIO, mode: int, budget: Budget) -> None:
+def _write_file(dest: Path, path: str, source: IO[bytes], mode: int, budget: Budget) -> None:
     parent = path.rpartition("/")[0]
     _make_dirs(dest, parent)
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
@@ -140,7 +178,9 @@ def extract_tarball(raw: BinaryIO, dest: Path, budget: Budget) -> None:
         _Inflated(raw, budget.max_bytes + budget.max_entries * 2048 + CHUNK)
     )
     try:
-        archive = tarfile.open(fileobj=inflated, mode="r|")  # noqa: SIM115 -- `with` below
+        archive = tarfile.open(  # noqa: SIM115 -- `with` below
+            fileobj=inflated, mode="r|", tarinfo=_BoundedTarInfo, errors="surrogateescape"
+        )
     except tarfile.ReadError as error:
         raise UploadError(f"not a gzip-compressed tar archive ({error})") from None
     with archive:
@@ -155,9 +195,9 @@ def _extract_member(
     archive: tarfile.TarFile, member: tarfile.TarInfo, dest: Path, budget: Budget
 ) -> None:
     if member.type in _KINDS:
-        raise UploadError(f"{member.name}: {_KINDS[member.type]} is not allowed")
+        raise UploadError(f"{shown(member.name)}: {_KINDS[member.type]} is not allowed")
     if not (member.isreg() or member.isdir()):
-        raise UploadError(f"{member.name}: entry type {member.type!r} is not allowed")
+        raise UploadError(f"{shown(member.name)}: entry type {member.type!r} is not allowed")
     path = safe_name(member.name)
     if not path:
         return  # the archive's own "./" entry

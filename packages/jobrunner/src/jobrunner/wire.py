@@ -2,14 +2,21 @@
 
 Times are RFC 3339 UTC strings with millisecond precision (`2026-01-02T03:04:05.678Z`), kept as text
 so that the signed message uses exactly the characters a client reads in the status record.
+
+Decoding is lenient where the interface may grow: unknown fields are ignored (msgspec's default),
+and a `status` or `failure` value this version does not know is kept as its string, so an older
+client keeps working against a newer server or pool. What we send is typed strictly: code that
+builds a record passes a `JobState` and a `Failure`, which mypy checks.
 """
 
-from typing import Annotated, Literal
+from typing import Annotated, Literal, get_args
 
 import msgspec
 from msgspec import Meta, Struct
 
 JobState = Literal["queued", "running", "completed", "failed"]
+# Every `failure` a worker or a pool sends. The last two come only from a pool: the worker stopped
+# answering, or its result did not verify (bad signature, another job's record, wrong types).
 Failure = Literal[
     "nonzero_exit",
     "timeout",
@@ -19,7 +26,11 @@ Failure = Literal[
     "output_limit",
     "sandbox_error",
     "environment_error",
+    "worker_lost",
+    "bad_signature",
 ]
+JOB_STATES: tuple[JobState, ...] = get_args(JobState)
+FAILURES: tuple[Failure, ...] = get_args(Failure)
 
 # --- manifest (form field `manifest`) -----------------------------------------------------------
 
@@ -67,7 +78,7 @@ class WorkerMetadata(Struct):
 
 class StatusRecord(Struct):
     job_id: str
-    status: JobState
+    status: JobState | str  # a state a newer server adds is kept as text, not refused
     execution_metadata: ExecutionMetadata
     job_hash: str
     output_files: dict[str, OutputFile]
@@ -77,13 +88,16 @@ class StatusRecord(Struct):
     started_at: str | None
     finished_at: str | None
     wall_seconds: float
-    failure: Failure | None
+    failure: Failure | str | None  # the same: a newer server's reason is kept as text
 
 
-class SubmitResult(Struct):
+class SubmitResult(Struct, omit_defaults=True):
     job_id: str
-    status: JobState
+    status: JobState | str
     position: int
+    # What the job's record must carry (a pool or client checks the signed result against it);
+    # absent from servers older than 0.2.
+    job_hash: str | None = None
 
 
 # --- outputs listing -----------------------------------------------------------------------------

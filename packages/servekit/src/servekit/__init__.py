@@ -5,7 +5,7 @@ exception handlers that send it), `clientaddr` (who is asking, behind trusted pr
 (the cross-origin policy) and `launcher` (hypercorn with TLS and graceful shutdown).
 """
 
-from servekit.clientaddr import TrustedProxies, client_ip
+from servekit.clientaddr import TrustedProxies, client_ip, rate_key
 from servekit.cors import CorsPolicy
 from servekit.errors import ErrorBody, HTTPError, error_response, exception_handlers
 from servekit.launcher import Listener, serve
@@ -23,5 +23,6 @@ __all__ = [
     "client_ip",
     "error_response",
     "exception_handlers",
+    "rate_key",
     "serve",
 ]

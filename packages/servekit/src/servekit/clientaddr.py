@@ -4,6 +4,10 @@
 as the chain stays trusted: walking from the right (the hop nearest to us), the first address that
 is not a trusted proxy is the client. Anything a client wrote further left is ignored, so a client
 cannot choose its own address by sending the header.
+
+`rate_key` turns an address into what per-client limits count: an IPv6 host usually holds a
+whole /64 (SLAAC, privacy addresses), so counting single IPv6 addresses would give one host 2^64
+quotas.
 """
 
 import ipaddress
@@ -25,9 +29,31 @@ def _parse_address(text: str) -> _Address | None:
         address = ipaddress.ip_address(text)
     except ValueError:
         return None
-    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped:
-        return address.ipv4_mapped
+    if isinstance(address, ipaddress.IPv6Address):
+        if address.ipv4_mapped:
+            return address.ipv4_mapped
+        address = ipaddress.IPv6Address(address.packed)  # "fe80::1%eth0": the zone is no host
     return address
+
+
+DEFAULT_IPV6_PREFIX = 64
+
+
+def rate_key(address: str, ipv6_prefix: int = DEFAULT_IPV6_PREFIX) -> str:
+    """The key per-client limits use for an address.
+
+    IPv4 (and IPv4-mapped IPv6, which is the same host) is the address itself; IPv6 is its network
+    of `ipv6_prefix` bits (`2001:db8:1:2::/64`); anything that is not an address (a Unix socket
+    peer, "unknown") is kept as it is, so it still has a quota of its own.
+    """
+    if not 0 <= ipv6_prefix <= 128:
+        raise ValueError(f"an IPv6 prefix length is 0 to 128, not {ipv6_prefix}")
+    parsed = _parse_address(address)
+    if parsed is None:
+        return address
+    if isinstance(parsed, ipaddress.IPv4Address):
+        return str(parsed)
+    return str(ipaddress.IPv6Network((parsed, ipv6_prefix), strict=False))
 
 
 class TrustedProxies:
@@ -39,11 +65,10 @@ class TrustedProxies:
         )
 
     def __contains__(self, address: object) -> bool:
-        if isinstance(address, str):
-            address = _parse_address(address)
-        if address is None:
+        parsed = _parse_address(address) if isinstance(address, str) else address
+        if not isinstance(parsed, ipaddress.IPv4Address | ipaddress.IPv6Address):
             return False
-        return any(address in network for network in self.networks)  # type: ignore[operator]
+        return any(parsed in network for network in self.networks)
 
     def __bool__(self) -> bool:
         return bool(self.networks)

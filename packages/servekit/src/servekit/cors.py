@@ -5,6 +5,7 @@ the origins it is told about (and, optionally, browser-extension origins), never
 """
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from starlette.datastructures import Headers
 from starlette.middleware import Middleware
@@ -42,22 +43,22 @@ class CorsPolicy:
     max_age: int = 600
 
     @classmethod
-    def anyone(cls, **options: object) -> "CorsPolicy":
-        return cls(allow_any_origin=True, **options)  # type: ignore[arg-type]
+    def anyone(cls, **options: Any) -> "CorsPolicy":
+        return cls(allow_any_origin=True, **options)
 
     @classmethod
-    def only(cls, *origins: str, allow_extensions: bool = False, **options: object) -> "CorsPolicy":
+    def only(cls, *origins: str, allow_extensions: bool = False, **options: Any) -> "CorsPolicy":
         if "*" in origins:
             raise ValueError("use CorsPolicy.anyone() to allow every origin")
         return cls(
             origins=tuple(o.rstrip("/") for o in origins),
             allow_extensions=allow_extensions,
             **options,
-        )  # type: ignore[arg-type]
+        )
 
     def middleware(self) -> Middleware:
         return Middleware(
-            _CORSMiddleware,  # type: ignore[arg-type]
+            _CORSMiddleware,
             allow_origins=["*"] if self.allow_any_origin else list(self.origins),
             allow_origin_regex=EXTENSION_ORIGINS if self.allow_extensions else None,
             allow_methods=list(self.methods),

@@ -6,6 +6,7 @@ the response repeats, so an operator can find the traceback a user reports.
 """
 
 import logging
+import os
 import secrets
 from collections.abc import Mapping
 from http import HTTPStatus
@@ -94,7 +95,17 @@ async def _on_unexpected(request: Request, exc: Exception) -> Response:
     log.error(
         "unexpected error (ref %s) on %s %s", ref, request.method, request.url.path, exc_info=exc
     )
-    return error_response(500, "Internal server error", f"unexpected error (ref {ref})")
+    return error_response(500, "Internal server error", _cause(exc, request, ref))
+
+
+def _cause(exc: Exception, request: Request, ref: str) -> str:
+    """The 500's details: what failed, in a sentence a client may read. The exception's own message
+    can hold host paths or data, so only its class is named (and, for an OSError, the errno's text,
+    which never names a file); the log line with `ref` holds the rest."""
+    what = type(exc).__name__
+    if isinstance(exc, OSError) and exc.errno:
+        what = f"{what} ({os.strerror(exc.errno)})"
+    return f"unexpected {what} while answering {request.method} {request.url.path} (ref {ref})"
 
 
 def exception_handlers() -> dict[Any, Any]:

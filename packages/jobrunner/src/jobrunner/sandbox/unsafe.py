@@ -11,6 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from jobrunner.sandbox.jail import BASE_ENV, RunResult, RunSpec, collect_outputs
+from jobrunner.wire import Failure
 
 
 class UnsafeRunner:
@@ -39,13 +40,15 @@ class UnsafeRunner:
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.STDOUT,
         )
-        assert process.stdout is not None
+        stdout = process.stdout
+        assert stdout is not None
 
         async def pump() -> None:
-            while chunk := await process.stdout.read(65536):  # type: ignore[union-attr]
+            while chunk := await stdout.read(65536):
                 on_output(chunk)
 
-        failure = note = None
+        failure: Failure | None = None
+        note: str | None = None
         try:
             await asyncio.wait_for(asyncio.gather(pump(), process.wait()), spec.timeout)
         except TimeoutError:

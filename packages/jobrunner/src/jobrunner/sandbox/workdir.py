@@ -5,6 +5,7 @@ Outputs are read only after every process of the jail has ended (the PID namespa
 each file is opened with O_NOFOLLOW after an lstat, so a job cannot point us at a host file.
 """
 
+import contextlib
 import ctypes
 import errno
 import hashlib
@@ -12,6 +13,7 @@ import os
 import re
 import shutil
 import stat
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -37,6 +39,39 @@ def unmount(path: Path) -> None:
         code = ctypes.get_errno()
         if code not in (errno.EINVAL, errno.ENOENT):  # not mounted: nothing to undo
             raise OSError(code, f"unmount {path}: {os.strerror(code)}")
+
+
+def mount_points_below(directory: Path) -> list[Path]:
+    """Mount points strictly below `directory`, deepest first."""
+    prefix = os.fsencode(directory.resolve()) + b"/"
+    found = []
+    with open("/proc/self/mountinfo", "rb") as handle:
+        for line in handle:
+            target = line.split()[4]
+            # mountinfo escapes space, tab, newline and backslash as octal (\040 ...)
+            target = re.sub(rb"\\([0-7]{3})", lambda m: bytes([int(m.group(1), 8)]), target)
+            if target.startswith(prefix):
+                found.append(Path(os.fsdecode(target)))
+    return sorted(set(found), key=lambda path: -len(path.parts))
+
+
+def reap(directory: Path) -> list[str]:
+    """Unmount and remove what jobs of an earlier run left below `directory` (their processes
+    must be dead already). A directory still mounted after that is left alone, never deleted
+    through: returns the names of those it kept."""
+    if not directory.is_dir():
+        return []
+    for target in mount_points_below(directory):
+        unmount(target)
+    kept = []
+    for entry in directory.iterdir():
+        if os.path.ismount(entry) or mount_points_below(entry):
+            kept.append(entry.name)
+        elif entry.is_dir() and not entry.is_symlink():
+            shutil.rmtree(entry, ignore_errors=True)
+        else:
+            entry.unlink(missing_ok=True)
+    return kept
 
 
 def is_full(path: Path, slack_bytes: int = 64 * 1024) -> bool:
@@ -81,16 +116,21 @@ def pattern_regex(pattern: str) -> re.Pattern[str]:
     return re.compile("".join(out), re.DOTALL)
 
 
-def matcher(patterns: list[str]):
+def matcher(patterns: list[str]) -> Callable[[str], bool]:
     compiled = [pattern_regex(p) for p in patterns]
     return lambda path: any(regex.fullmatch(path) for regex in compiled)
 
 
 @dataclass(frozen=True)
 class Output:
+    """A file copied out of the work dir. Names are the work dir's bytes decoded as the OS does
+    (`surrogateescape`), so any name is kept exactly on disk; the service decides what the wire
+    carries. `problem` says why a matching file could not be kept (never naming a host path)."""
+
     path: str
     size: int
     sha256: str
+    problem: str | None = None
 
 
 class TooManyOutputs(Exception):
@@ -99,18 +139,26 @@ class TooManyOutputs(Exception):
         self.kept = kept
 
 
-def _regular_files(work: Path) -> list[str]:
+def _reason(error: OSError) -> str:
+    """An OSError as the job may read it: the errno's text, never the filename in the error."""
+    return os.strerror(error.errno) if error.errno else type(error).__name__
+
+
+def _regular_files(work: Path, problems: list[Output]) -> list[str]:
     found = []
     stack = [""]
     while stack:
         relative = stack.pop()
-        with os.scandir(work / relative if relative else work) as entries:
-            for entry in entries:
-                path = f"{relative}/{entry.name}" if relative else entry.name
-                if entry.is_dir(follow_symlinks=False):
-                    stack.append(path)
-                elif entry.is_file(follow_symlinks=False):
-                    found.append(path)
+        try:
+            with os.scandir(work / relative if relative else work) as entries:
+                for entry in entries:
+                    path = f"{relative}/{entry.name}" if relative else entry.name
+                    if entry.is_dir(follow_symlinks=False):
+                        stack.append(path)
+                    elif entry.is_file(follow_symlinks=False):
+                        found.append(path)
+        except OSError as error:  # e.g. deeper than PATH_MAX allows from the host's side
+            problems.append(Output(relative + "/", 0, "", f"not read ({_reason(error)})"))
     return sorted(found)
 
 
@@ -118,38 +166,56 @@ def _copy_out(source: Path, target: Path) -> Output | None:
     flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
     try:
         fd = os.open(source, flags)
-    except OSError:
-        return None  # vanished or turned into a link: not an output
+    except FileNotFoundError:
+        return None  # vanished: not an output
+    except OSError as error:
+        if error.errno == errno.ELOOP:
+            return None  # turned into a link: not an output
+        raise
     with os.fdopen(fd, "rb") as handle:
         if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
             return None
         target.parent.mkdir(parents=True, exist_ok=True)
         digest = hashlib.sha256()
         size = 0
-        with open(target, "xb") as out:
-            while chunk := handle.read(CHUNK):
-                digest.update(chunk)
-                out.write(chunk)
-                size += len(chunk)
+        try:
+            with open(target, "xb") as out:
+                while chunk := handle.read(CHUNK):
+                    digest.update(chunk)
+                    out.write(chunk)
+                    size += len(chunk)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                target.unlink()
+            raise
     return Output("", size, digest.hexdigest())
 
 
 def collect(
     work: Path, outputs: Path, patterns: list[str], inputs: dict[str, str], max_files: int
 ) -> list[Output]:
-    """Copy the matching regular files that are not unchanged inputs from `work` to `outputs`."""
+    """Copy the matching regular files that are not unchanged inputs from `work` to `outputs`.
+
+    A file that cannot be copied (its path too long on the host, say) comes back with `problem`
+    set; it does not count against `max_files`.
+    """
     wanted = matcher(patterns)
     kept: list[Output] = []
-    for path in _regular_files(work):
+    problems: list[Output] = []
+    for path in _regular_files(work, problems):
         if not wanted(path):
             continue
         if len(kept) == max_files:
-            raise TooManyOutputs(kept)
-        copied = _copy_out(work / path, outputs / path)
+            raise TooManyOutputs(kept + problems)
+        try:
+            copied = _copy_out(work / path, outputs / path)
+        except OSError as error:
+            problems.append(Output(path, 0, "", f"not copied out ({_reason(error)})"))
+            continue
         if copied is None:
             continue
         if inputs.get(path) == copied.sha256:  # an input the job left as it was
             (outputs / path).unlink()
             continue
         kept.append(Output(path, copied.size, copied.sha256))
-    return kept
+    return kept + problems

@@ -1,0 +1,125 @@
+#!/usr/bin/env bash
+# `make test-cgroup2`: run the sandbox tests on a cgroup-v2-only kernel, in a qemu VM.
+#
+# The host may run cgroup v1 (this project's CI machines do). The VM boots Debian's kernel (from
+# the package registry, unpacked, not installed) with `cgroup_no_v1=all`, a busybox initramfs that
+# loads the virtio/9p/overlay modules, the host's `/` over 9p read-only with a tmpfs overlay on
+# top, then `switch_root`s into it and runs this script again with `--inside`: that mounts cgroup2
+# on /sys/fs/cgroup and runs pytest from this worktree's .venv (`make dev` first). KVM when
+# /dev/kvm is usable, TCG otherwise (slower; `-cpu max` because nsjail wants a newer x86-64 level
+# than qemu's default CPU model). Needs root and the Debian packages qemu-system-x86,
+# busybox-static and cpio. The kernel and initramfs are cached in .cache/cgroup2-vm.
+#
+# Exit status: pytest's inside the VM (0: every test passed), or 2 when the VM did not report.
+set -euo pipefail
+
+TESTS=(
+    tests/jobrunner/test_sandbox.py
+    tests/jobrunner/test_sandbox_hardening.py
+    tests/jobrunner/test_cpu_share.py
+    "tests/jobrunner/test_api.py::test_completed_job_status_outputs_and_downloads"
+)
+MODULES="virtio_ring virtio virtio_pci_modern_dev virtio_pci_legacy_dev virtio_pci netfs fscache
+    9pnet 9pnet_virtio 9p overlay"
+
+repo="$(cd "$(dirname "$0")/.." && pwd)"
+
+if [ "${1:-}" = "--inside" ]; then
+    # PID 1 of the VM, in the overlay of the host's root.
+    export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
+    mount -t proc proc /proc 2>/dev/null || true
+    mount -t sysfs sysfs /sys 2>/dev/null || true
+    mount -t devtmpfs devtmpfs /dev 2>/dev/null || true
+    mkdir -p /dev/pts /dev/shm
+    mount -t devpts devpts /dev/pts
+    for dir in /tmp /run /dev/shm; do mount -t tmpfs -o mode=1777 tmpfs "$dir"; done
+    mount -t cgroup2 cgroup2 /sys/fs/cgroup
+    ip link set lo up
+    echo "VM: kernel $(uname -r); /sys/fs/cgroup is $(stat -f -c %T /sys/fs/cgroup);" \
+        "controllers: $(cat /sys/fs/cgroup/cgroup.controllers)"
+    cd "$repo"
+    set +e
+    CI=true JOBRUNNER_TEST_START_TIMEOUT=300 .venv/bin/python -m pytest -p no:cacheprovider -q -rA "${TESTS[@]}" 2>&1
+    code=$?
+    set -e
+    echo "CGROUP2-VM-RESULT $code"
+    sync
+    echo o > /proc/sysrq-trigger  # power off
+    sleep 60 2>/dev/null || true  # until the power is off
+fi
+
+[ "$(id -u)" = 0 ] || { echo "cgroup2-vm: needs root" >&2; exit 2; }
+for tool in qemu-system-x86_64 cpio; do
+    command -v "$tool" >/dev/null || { echo "cgroup2-vm: missing $tool (apt-get install qemu-system-x86 busybox-static cpio)" >&2; exit 2; }
+done
+[ -x /bin/busybox ] || { echo "cgroup2-vm: missing /bin/busybox (busybox-static)" >&2; exit 2; }
+[ -x "$repo/.venv/bin/python" ] || { echo "cgroup2-vm: run make dev first" >&2; exit 2; }
+
+cache="$repo/.cache/cgroup2-vm"
+mkdir -p "$cache"
+if [ ! -e "$cache/vmlinuz" ]; then
+    package="$(apt-cache depends linux-image-amd64 | awk '/Depends: linux-image-/ {print $2; exit}')"
+    echo "cgroup2-vm: fetching $package"
+    (cd "$cache" && apt-get download -q "$package")
+    rm -rf "$cache/kernel"
+    dpkg-deb -x "$cache/$package"_*.deb "$cache/kernel"
+    cp "$cache"/kernel/boot/vmlinuz-* "$cache/vmlinuz"
+fi
+if [ ! -e "$cache/initrd.cpio.gz" ]; then
+    build="$cache/initrd"
+    rm -rf "$build"
+    mkdir -p "$build"/{bin,proc,sys,dev,host,upper,newroot,modules}
+    cp /bin/busybox "$build/bin/busybox"
+    for module in $MODULES; do
+        file="$(find "$cache/kernel/lib/modules" -name "$module.ko*" | head -n 1)"
+        [ -n "$file" ] || continue  # built into this kernel
+        case "$file" in
+            *.xz) xz -dc "$file" >"$build/modules/$module.ko" ;;
+            *.zst) zstd -qdc "$file" >"$build/modules/$module.ko" ;;
+            *) cp "$file" "$build/modules/$module.ko" ;;
+        esac
+    done
+    cat >"$build/init" <<'EOF'
+#!/bin/busybox sh
+/bin/busybox --install -s /bin
+mount -t proc proc /proc; mount -t sysfs sysfs /sys; mount -t devtmpfs devtmpfs /dev
+# Dependencies first; a few passes instead of a dependency resolver.
+for pass in 1 2 3; do for m in $MODULES; do
+    [ -e /modules/$m.ko ] && insmod /modules/$m.ko 2>/dev/null; done; done
+mount -t 9p -o trans=virtio,version=9p2000.L,ro,msize=262144,cache=loose host /host || exec sh
+mount -t tmpfs tmpfs /upper && mkdir /upper/data /upper/work
+mount -t overlay overlay -o lowerdir=/host,upperdir=/upper/data,workdir=/upper/work /newroot || exec sh
+umount /proc /sys /dev
+# switch_root, not chroot: a chrooted process may not create user namespaces (nsjail needs them).
+exec switch_root /newroot /bin/bash "$SCRIPT" --inside
+EOF
+    sed -i "s|\$MODULES|$(echo $MODULES)|" "$build/init"
+    chmod 755 "$build/init"
+    (cd "$build" && find . | cpio -o -H newc --quiet | gzip -1) >"$cache/initrd.cpio.gz"
+fi
+
+# KVM when it works: under nested virtualisation it may not (on this project's machines `-cpu host`
+# fails to set MSR 0x10a, and without arch-capabilities the kernel hangs before its first line), so
+# a 20 s boot without a root file system must reach the kernel's panic first.
+accel=(-accel tcg -cpu max)
+name=TCG
+if [ -w /dev/kvm ] && [ "${CGROUP2_VM_ACCEL:-auto}" != tcg ]; then
+    kvm=(-enable-kvm -cpu host,-arch-capabilities)
+    if timeout 20 qemu-system-x86_64 "${kvm[@]}" -m 256 -nographic -no-reboot -monitor none \
+        -serial stdio -kernel "$cache/vmlinuz" -append "console=ttyS0 panic=-1" -nic none \
+        </dev/null 2>&1 | grep -a -q "Kernel panic"; then
+        accel=("${kvm[@]}")
+        name=KVM
+    fi
+fi
+log="$cache/console.log"
+echo "cgroup2-vm: booting ($name); console in $log"
+timeout "${CGROUP2_VM_TIMEOUT:-1800}" qemu-system-x86_64 "${accel[@]}" -m 4096 -smp 2 \
+    -nographic -no-reboot -monitor none -serial stdio \
+    -kernel "$cache/vmlinuz" -initrd "$cache/initrd.cpio.gz" \
+    -append "console=ttyS0 quiet panic=-1 cgroup_no_v1=all SCRIPT=$repo/ci/cgroup2-vm.sh" \
+    -virtfs local,path=/,mount_tag=host,security_model=none,readonly=on,multidevs=remap \
+    -nic none </dev/null | tee "$log" | grep -v '^\s*$' || true
+result="$(grep -a -o 'CGROUP2-VM-RESULT [0-9]*' "$log" | tail -n 1 | awk '{print $2}')"
+[ -n "$result" ] || { echo "cgroup2-vm: the VM did not report a result (see $log)" >&2; exit 2; }
+exit "$result"

@@ -1,0 +1,285 @@
+"""The client commands of `jobrunner`: submit, status, logs, outputs, download, verify.
+
+Thin front ends over `jobrunner.client`. Every string a server sent (and through it, a job: log
+text, output names, failure reasons, error details) goes through `terminal.printable` before it
+reaches a terminal. Errors are one line on stderr and exit 1.
+"""
+
+import sys
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import IO, TYPE_CHECKING, Any, TypeVar
+
+import click
+
+if TYPE_CHECKING:
+    from jobrunner.client import Client
+
+T = TypeVar("T")
+
+server_option = click.option(
+    "--server",
+    envvar="JOBRUNNER_SERVER",
+    default="http://127.0.0.1:8080",
+    show_default=True,
+    help="The jobrunner server or pool [$JOBRUNNER_SERVER].",
+)
+raw_option = click.option(
+    "--raw",
+    is_flag=True,
+    help="Write the log's control characters as they are, even to a terminal.",
+)
+
+
+def _say(text: str, *, err: bool = False) -> None:
+    from jobrunner.terminal import printable
+
+    click.echo(printable(text), err=err)
+
+
+def _fail(text: str) -> None:
+    _say(f"jobrunner: {text}", err=True)
+    sys.exit(1)
+
+
+def _client_call(server: str, action: "Callable[[Client], Awaitable[T]]") -> T:
+    """Run `action(client)` against the server; its errors become one line and exit 1."""
+    import asyncio
+
+    import msgspec
+
+    from jobrunner.client import Client, JobrunnerError, RecordProblem
+
+    async def run() -> T:
+        async with Client(server) as client:
+            return await action(client)
+
+    try:
+        return asyncio.run(run())
+    except JobrunnerError as error:
+        _fail(str(error))
+    except RecordProblem as error:
+        _fail(f"the server's answer does not hold: {error}")
+    except msgspec.DecodeError as error:
+        _fail(f"the server's answer is not what this client understands: {error}")
+    except OSError as error:  # aiohttp's connection errors are OSErrors
+        _fail(f"cannot reach the server: {error}")
+    raise AssertionError("unreachable")
+
+
+def _log_writer(raw: bool) -> Callable[[str], None]:
+    """Log text as it comes; on a terminal, its control characters shown, never obeyed."""
+    from jobrunner.terminal import printable
+
+    safe = not raw and sys.stdout.isatty()
+
+    def write(text: str) -> None:
+        # Not click.echo: it drops some escape sequences (CSI) when piped, which would change
+        # the job's bytes; piped output is exactly what the job wrote.
+        sys.stdout.write(printable(text, keep="\n\t") if safe else text)
+        sys.stdout.flush()
+
+    return write
+
+
+@click.command()
+@click.argument("path", type=click.Path(exists=True, path_type=Path))
+@click.option("--entrypoint", "-e", help="File to run [PATH's name, or main.py in a directory].")
+@click.option("--interpreter", help="python, bash or node [by extension].")
+@click.option("--environment", help="Template name [default].")
+@click.option("--arg", "args", multiple=True, help="An argument for the entrypoint (repeatable).")
+@click.option("--env", "env", multiple=True, help="NAME=VALUE for the job (repeatable).")
+@click.option("--output", "outputs", multiple=True, help="Output glob (repeatable) [**].")
+@click.option("--timeout", type=click.IntRange(1), help="Seconds the job may run [300].")
+@click.option("--memory-mb", type=click.IntRange(1), help="Memory limit in MiB [512].")
+@click.option("--follow", "-f", is_flag=True, help="Show the log live until the job ends.")
+@click.option(
+    "--download",
+    "download_dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Download every output into this directory when the job ends.",
+)
+@raw_option
+@server_option
+def submit(
+    path: Path,
+    entrypoint: str | None,
+    interpreter: str | None,
+    environment: str | None,
+    args: tuple[str, ...],
+    env: tuple[str, ...],
+    outputs: tuple[str, ...],
+    timeout: int | None,
+    memory_mb: int | None,
+    follow: bool,
+    download_dir: Path | None,
+    raw: bool,
+    server: str,
+) -> None:
+    """Pack PATH (a directory or a file), run it, and optionally follow and download it.
+
+    With --follow or --download it waits for the end and exits 0 only when the job completed
+    and its result is signed, for this very job (its id and the hash of what was sent)."""
+    from jobrunner.client import Client, RecordProblem
+
+    if entrypoint is None:
+        if path.is_file():
+            entrypoint = path.name
+        elif (path / "main.py").exists():
+            entrypoint = "main.py"
+        else:
+            raise click.UsageError("give --entrypoint (no main.py in the directory)")
+    variables = {}
+    for item in env:
+        name, equals, value = item.partition("=")
+        if not equals:
+            raise click.UsageError(f"--env takes NAME=VALUE, not {item!r}")
+        variables[name] = value
+    write = _log_writer(raw)
+
+    async def run(client: Client) -> int:
+        job = await client.submit(
+            path,
+            entrypoint=entrypoint,
+            interpreter=interpreter,
+            environment=environment,
+            args=args,
+            env=variables or None,
+            outputs=outputs or None,
+            timeout=timeout,
+            memory_mb=memory_mb,
+        )
+        _say(f"job {job.job_id} queued (position {job.position})", err=True)
+        if not (follow or download_dir):
+            _say(job.job_id)
+            return 0
+        if follow:
+            async for text in client.follow(job.job_id):
+                write(text)
+        record = await client.wait(job.job_id)
+        failure = f" ({record.failure})" if record.failure else ""
+        _say(
+            f"job {record.job_id} {record.status}{failure}, exit code "
+            f"{record.execution_metadata.exit_code}, "
+            f"{record.execution_metadata.cpu_seconds} CPU-s",
+            err=True,
+        )
+        if download_dir is not None:
+            for saved in await client.download_all(job.job_id, download_dir):
+                _say(f"downloaded {saved}", err=True)
+        try:
+            client.check(record)
+        except RecordProblem as problem:
+            _say(f"jobrunner: the result does not verify: {problem}", err=True)
+            return 1
+        _say(f"signature valid (worker {record.worker_metadata.worker_id})", err=True)
+        return 0 if record.status == "completed" else 1
+
+    sys.exit(_client_call(server, run))
+
+
+@click.command()
+@click.argument("job_id")
+@server_option
+def status(job_id: str, server: str) -> None:
+    """A job's status record (JSON). An id that starts with '-' goes after '--'."""
+    import msgspec
+
+    from jobrunner.terminal import json_for_terminal
+
+    record = _client_call(server, lambda client: client.status(job_id))
+    text = msgspec.json.format(msgspec.json.encode(record), indent=2).decode()
+    click.echo(json_for_terminal(text))
+
+
+@click.command()
+@click.argument("job_id")
+@click.option("--follow", "-f", is_flag=True, help="Keep showing the log until the job ends.")
+@raw_option
+@server_option
+def logs(job_id: str, follow: bool, raw: bool, server: str) -> None:
+    """A job's output so far (or live, with -f). On a terminal, control characters are shown
+    as escapes (\\x1b), never obeyed; --raw writes them as they are."""
+    write = _log_writer(raw)
+
+    async def run(client: "Client") -> None:
+        if not follow:
+            write(await client.logs(job_id))
+            return
+        async for text in client.follow(job_id):
+            write(text)
+
+    _client_call(server, run)
+
+
+@click.command()
+@click.argument("job_id")
+@server_option
+def outputs(job_id: str, server: str) -> None:
+    """A job's output files."""
+    from jobrunner.wire import FileEntry
+
+    for entry in _client_call(server, lambda client: client.outputs(job_id)).outputs:
+        size = f"{entry.size_bytes:>12}" if isinstance(entry, FileEntry) else f"{'dir':>12}"
+        _say(f"{size}  {entry.path}")
+
+
+@click.command()
+@click.argument("job_id")
+@click.argument("paths", nargs=-1)
+@click.option(
+    "--dir",
+    "directory",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=Path("."),
+    show_default=True,
+    help="Where to save them.",
+)
+@server_option
+def download(job_id: str, paths: tuple[str, ...], directory: Path, server: str) -> None:
+    """Download output files (all of them when none are named)."""
+
+    async def run(client: "Client") -> list[Path]:
+        if paths:
+            return [await client.download(job_id, path, directory) for path in paths]
+        return await client.download_all(job_id, directory)
+
+    try:
+        saved_files = _client_call(server, run)
+    except ValueError as error:  # a path that would leave the directory
+        _fail(str(error))
+    for saved in saved_files:
+        _say(f"downloaded {saved}", err=True)
+
+
+@click.command()
+@click.argument("record", type=click.File("rb"), default="-")
+@click.option("--worker-id", help="Only accept a signature by this worker key (base64).")
+@click.option("--job-id", help="Only accept a record about this job.")
+@click.option("--job-hash", help="Only accept a record with this job hash (what was submitted).")
+def verify(
+    record: IO[bytes], worker_id: str | None, job_id: str | None, job_hash: str | None
+) -> None:
+    """Check the signature of a status record (a file or - for standard input); say what
+    failed (which field, which output) when it does not verify."""
+    import msgspec
+
+    from jobrunner.signing import RecordProblem, check_record
+
+    try:
+        data: Any = msgspec.json.decode(record.read())
+    except msgspec.DecodeError as error:
+        _say(f"jobrunner: not a JSON status record: {error}", err=True)
+        sys.exit(2)
+    try:
+        check_record(data, worker_id, job_id=job_id, job_hash=job_hash)
+    except RecordProblem as problem:
+        _say(f"signature INVALID: {problem}", err=True)
+        sys.exit(1)
+    _say(
+        f"signature valid: job {data['job_id']} {data['status']} by worker "
+        f"{data['worker_metadata']['worker_id']}"
+    )
+
+
+COMMANDS = (submit, status, logs, outputs, download, verify)

@@ -1,0 +1,91 @@
+"""The HTTP edge: each domain error class answers one status and error title, decided here once.
+
+The worker's app and the pool's app both register `exception_handlers()`, so a service never builds
+a response for a refusal; it raises a `JobrunnerError` subclass and this table says how it looks.
+"""
+
+import asyncio
+import contextlib
+from typing import Any
+
+from starlette.requests import ClientDisconnect, Request
+from starlette.responses import Response
+
+from jobrunner import errors
+from servekit import HTTPError
+from servekit import exception_handlers as servekit_handlers
+
+_STATUS: dict[type[errors.JobrunnerError], tuple[int, str]] = {
+    errors.InvalidManifest: (400, "Invalid manifest"),
+    errors.InvalidChallenge: (400, "Invalid challenge"),
+    errors.JobNotFound: (404, "Job not found"),
+    errors.FileNotFound: (404, "File not found"),
+    errors.UploadTimeout: (408, "Request timeout"),
+    errors.TooLarge: (413, "Request too large"),
+    errors.WorkerUnreachable: (502, "Worker unreachable"),
+    errors.NoWorkerAvailable: (503, "No worker available"),
+    errors.UpgradeRequired: (426, "Upgrade required"),
+    errors.RateLimited: (429, "Rate limit exceeded"),
+    errors.ShuttingDown: (503, "Service unavailable"),
+}
+
+
+def http_error(error: errors.JobrunnerError) -> HTTPError:
+    """The JSON error body (status, title, details, extra fields) of a domain error."""
+    status, title = next(
+        (value for kind, value in _STATUS.items() if isinstance(error, kind)),
+        (500, "Internal server error"),
+    )
+    if isinstance(error, errors.RateLimited):
+        return HTTPError(
+            status,
+            title,
+            reason=error.reason,
+            retry_after=error.retry_after,
+            headers={"Retry-After": str(error.retry_after)},
+        )
+    if isinstance(error, errors.UpgradeRequired):
+        headers = {"Upgrade": "websocket", "Connection": "Upgrade"}
+        return HTTPError(status, title, error.details, headers=headers)
+    if isinstance(error, errors.NoWorkerAvailable) and error.retry_after is not None:
+        return HTTPError(
+            status, title, error.details, headers={"Retry-After": str(error.retry_after)}
+        )
+    if isinstance(error, errors.ShuttingDown):
+        return HTTPError(status, title, error.details, headers={"Retry-After": "30"})
+    return HTTPError(status, title, error.details)
+
+
+async def _on_domain_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, errors.JobrunnerError)
+    return http_error(exc).response()
+
+
+def exception_handlers() -> dict[Any, Any]:
+    return {**servekit_handlers(), errors.JobrunnerError: _on_domain_error}
+
+
+# A refused upload of at most this size is read (and dropped) before the refusal is sent.
+DRAIN_BYTES = 1 << 20
+DRAIN_SECONDS = 2.0
+
+
+async def drop_small_body(request: Request) -> None:
+    """Read and drop the body of a request refused from its headers, if it is small.
+
+    An HTTP/1.1 server that answers before the body arrived must close the connection (hypercorn
+    does), and the kernel then resets it while the client is still writing: a client that reads
+    only after sending everything (aiohttp, requests) sees a reset instead of the `429`. Reading
+    up to `DRAIN_BYTES` within `DRAIN_SECONDS` costs nothing in memory and gives such clients
+    the answer; a larger body is refused at once, as before, without being read.
+    """
+    length = request.headers.get("content-length")
+    if length is not None and (not length.isdigit() or int(length) > DRAIN_BYTES):
+        return
+    received = 0
+    with contextlib.suppress(TimeoutError, ClientDisconnect):
+        async with asyncio.timeout(DRAIN_SECONDS):
+            async for chunk in request.stream():
+                received += len(chunk)
+                if received > DRAIN_BYTES:
+                    return

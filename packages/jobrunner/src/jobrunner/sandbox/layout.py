@@ -1,0 +1,48 @@
+"""Where one server instance keeps what its jails must reach, apart from its state dir.
+
+nsjail's bind mounts are made by the jailed user (uid 65534 on the host), so every directory above a
+bind source must be searchable by that user, and `/proc/self/mountinfo` in the jail shows each bind
+source's path on its host filesystem. The state dir is the operator's choice (`/root/...`, a
+`mktemp -d`) and may sit below a 0700 parent; its path is nobody's business inside a job. So the
+environments and the per-job work-dir mount points live below `JAIL_ROOT/<instance>`, a tree
+jobrunner creates with modes the jail user can traverse (0711: searchable, not listable), whose
+path names nothing of the host. The instance id is derived from the state dir's real path, so a
+restart of the same server finds (and reaps) what it left, and never touches another instance's.
+"""
+
+import hashlib
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+JAIL_ROOT = Path("/var/lib/jobrunner-jail")
+
+
+def instance_id(state: Path) -> str:
+    return hashlib.sha256(os.fsencode(state.resolve())).hexdigest()[:16]
+
+
+@dataclass(frozen=True)
+class Layout:
+    instance: str
+    root: Path
+
+    @classmethod
+    def for_state(cls, state: Path, jail_root: Path = JAIL_ROOT) -> "Layout":
+        instance = instance_id(state)
+        return cls(instance, jail_root / instance)
+
+    @property
+    def envs(self) -> Path:
+        return self.root / "envs"
+
+    @property
+    def work(self) -> Path:
+        """Holds one tmpfs mount point per running job."""
+        return self.root / "work"
+
+    def prepare(self) -> None:
+        for directory in (self.root.parent, self.root, self.work):
+            directory.mkdir(mode=0o711, exist_ok=True)
+            os.chown(directory, 0, 0)
+            directory.chmod(0o711)  # the jail user may pass through, nobody may list

@@ -1,0 +1,538 @@
+"""The HTTP contract in seconds and without root: the real app on a real loopback server in this
+process, driven over real HTTP and WebSockets, with a fake runner instead of nsjail."""
+
+import asyncio
+import gc
+import io
+import json
+import os
+import socket
+import tarfile
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+
+import httpx
+import pytest
+import websockets
+
+from support.fakerunner import Served, serving, steps
+from support.jobclient import tarball
+
+
+def run(scenario: Callable[..., Awaitable[None]], tmp_path: Path, **options) -> None:
+    async def main() -> None:
+        async with serving(tmp_path / "state", **options) as served:
+            await scenario(served)
+
+    asyncio.run(main())
+
+
+async def submit(
+    client: httpx.AsyncClient,
+    served: Served,
+    job: str | dict,
+    manifest: dict | None = None,
+    **headers: str,
+) -> httpx.Response:
+    files = {"main.json": job} if isinstance(job, str) else job
+    manifest = manifest or {"entrypoint": "main.json", "interpreter": "python"}
+    return await client.post(
+        f"{served.url}/submit",
+        files={"files": ("job.tar.gz", tarball(files))},
+        data={"manifest": json.dumps(manifest)},
+        headers=headers,
+    )
+
+
+async def finished(client: httpx.AsyncClient, served: Served, job_id: str) -> dict:
+    job = served.service.jobs[job_id]
+    while not job.finished:  # woken by the log: it grows, or closes when the job ends
+        await asyncio.wait_for(job.log.wait_beyond(len(job.log.data)), 30)
+    return (await client.get(f"{served.url}/status/{job_id}")).json()
+
+
+async def until(predicate: Callable[[], bool], timeout: float = 20) -> None:
+    """Wait until `predicate()` holds, yielding to the server between checks."""
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, "condition not reached"
+        await asyncio.sleep(0.01)
+
+
+def test_a_job_through_every_endpoint(tmp_path):
+    async def scenario(served: Served) -> None:
+        async with httpx.AsyncClient() as client:
+            job = steps({"out": "hello\n"}, {"file": "out/a.txt", "data": "A"})
+            accepted = (await submit(client, served, job)).json()
+            record = await finished(client, served, accepted["job_id"])
+            assert record["status"] == "completed" and set(record["output_files"]) == {"out/a.txt"}
+            log = await client.get(f"{served.url}/logs/{accepted['job_id']}")
+            assert log.text == "hello\n"
+            download = await client.get(f"{served.url}/download/{accepted['job_id']}/out/a.txt")
+            assert download.text == "A"
+
+    run(scenario, tmp_path)
+
+
+# --- 1. non-UTF-8 names and runner loops that survive ------------------------------------------
+
+
+def test_outputs_with_non_utf8_names_never_stop_the_service(tmp_path):
+    async def scenario(served: Served) -> None:
+        async with httpx.AsyncClient() as client:
+            bad = steps(
+                {"file_hex": b"out/\xff.txt".hex(), "data": "x"},
+                {"file": "out/ok.txt", "data": "ok"},
+            )
+            for _ in range(3):  # two such jobs stopped every runner loop before
+                accepted = (await submit(client, served, bad)).json()
+                record = await finished(client, served, accepted["job_id"])
+                assert record["status"] == "completed"
+                assert list(record["output_files"]) == ["out/ok.txt"]
+                listing = await client.get(f"{served.url}/outputs/{accepted['job_id']}")
+                assert listing.status_code == 200
+                log = (await client.get(f"{served.url}/logs/{accepted['job_id']}")).text
+                assert "[jobrunner] output out/\\xff.txt not listed" in log
+                # Kept on disk, byte for byte, under its own name.
+                job_dir = served.service.jobs[accepted["job_id"]].directory
+                assert os.path.exists(os.fsencode(job_dir / "outputs") + b"/out/\xff.txt")
+            normal = (await submit(client, served, steps({"out": "fine\n"}))).json()
+            assert (await finished(client, served, normal["job_id"]))["status"] == "completed"
+
+    run(scenario, tmp_path, concurrency=2)
+
+
+def test_a_runner_that_raises_fails_that_job_and_the_next_one_runs(tmp_path):
+    secret = "/var/lib/jobrunner/jobs/host-only-path"
+
+    async def scenario(served: Served) -> None:
+        async with httpx.AsyncClient() as client:
+            for _ in range(3):  # more jobs than runner loops
+                accepted = (await submit(client, served, steps({"raise": secret}))).json()
+                record = await finished(client, served, accepted["job_id"])
+                assert record["status"] == "failed" and record["failure"] == "sandbox_error"
+                assert record["worker_metadata"]["signature"]
+                log = (await client.get(f"{served.url}/logs/{accepted['job_id']}")).text
+                assert log.startswith("[jobrunner] the sandbox failed") and secret not in log
+            normal = (await submit(client, served, steps({"out": "fine\n"}))).json()
+            assert (await finished(client, served, normal["job_id"]))["status"] == "completed"
+
+    run(scenario, tmp_path, concurrency=1)
+
+
+def test_a_failing_finish_still_fails_the_job_and_keeps_the_loop(tmp_path):
+    async def scenario(served: Served) -> None:
+        service = served.service
+        original = service._finish
+        calls = {"n": 0}
+
+        def finish_that_breaks_once(job, started, note):
+            calls["n"] += 1
+            if calls["n"] == 1:
+                raise OSError("disk gone")
+            original(job, started, note)
+
+        service._finish = finish_that_breaks_once  # type: ignore[method-assign]
+        async with httpx.AsyncClient() as client:
+            first = (await submit(client, served, steps({"out": "x\n"}))).json()
+            record = await finished(client, served, first["job_id"])
+            assert record["failure"] == "sandbox_error"
+            second = (await submit(client, served, steps({"out": "y\n"}))).json()
+            assert (await finished(client, served, second["job_id"]))["status"] == "completed"
+
+    run(scenario, tmp_path, concurrency=1)
+
+
+def test_tar_member_with_a_non_utf8_name_is_a_400(tmp_path):
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w:gz", format=tarfile.GNU_FORMAT) as archive:
+        for name, data in ((b"main.json", b"[]"), (b"bad-\xff.txt", b"x")):
+            info = tarfile.TarInfo(name.decode("utf-8", "surrogateescape"))
+            info.size = len(data)
+            archive.addfile(info, io.BytesIO(data))
+
+    async def scenario(served: Served) -> None:
+        async with httpx.AsyncClient() as client:
+            response = await client.post(
+                f"{served.url}/submit",
+                files={"files": ("job.tar.gz", buffer.getvalue())},
+                data={"manifest": json.dumps({"entrypoint": "main.json", "interpreter": "py"})},
+            )
+            assert response.status_code == 400, response.text
+            assert response.json() == {
+                "error": "Invalid manifest",
+                "details": "bad-\\xff.txt: the name is not valid UTF-8",
+            }
+
+    run(scenario, tmp_path)
+
+
+def test_failed_copy_out_names_only_the_jobs_relative_path(tmp_path):
+    async def scenario(served: Served) -> None:
+        async with httpx.AsyncClient() as client:
+            job = steps({"deep": 25, "data": "deep"}, {"file": "ok.txt", "data": "ok"})
+            accepted = (await submit(client, served, job)).json()
+            record = await finished(client, served, accepted["job_id"])
+            assert record["status"] == "completed" and list(record["output_files"]) == ["ok.txt"]
+            log = (await client.get(f"{served.url}/logs/{accepted['job_id']}")).text
+            assert "not listed: not read (File name too long)" in log
+            assert str(tmp_path) not in log and "/jobs/" not in log
+
+    run(scenario, tmp_path)
+
+
+# --- 2. followers and logs cost bounded memory -------------------------------------------------
+
+
+def test_backlog_is_sent_in_bounded_chunks(tmp_path):
+    async def scenario(served: Served) -> None:
+        line = "z" * 1023 + "\n"
+        async with httpx.AsyncClient() as client:
+            accepted = (await submit(client, served, steps({"out": line * 1024}))).json()
+            await finished(client, served, accepted["job_id"])
+        url = f"{served.ws}/logs/{accepted['job_id']}/stream"
+        async with websockets.connect(url, max_size=2**20) as ws:
+            messages = [message async for message in ws]
+        assert "".join(messages) == line * 1024  # type: ignore[arg-type]
+        assert len(messages) >= 16 and max(len(m) for m in messages) <= 64 * 1024
+
+    run(scenario, tmp_path)
+
+
+def read_frames(sock: socket.socket) -> list[tuple[int, bytes]]:
+    """The server's frames after its 101 answer, up to a close frame or the end."""
+    buffer = b""
+    while b"\r\n\r\n" not in buffer:
+        buffer += sock.recv(1)
+    assert buffer.startswith(b"HTTP/1.1 101")
+    buffer = b""
+    frames: list[tuple[int, bytes]] = []
+
+    def need(count: int) -> bool:
+        nonlocal buffer
+        while len(buffer) < count:
+            data = sock.recv(1 << 20)
+            if not data:
+                return False
+            buffer += data
+        return True
+
+    while need(2):
+        opcode, length, header = buffer[0] & 0x0F, buffer[1] & 0x7F, 2
+        if length == 126:
+            if not need(4):
+                break
+            length, header = int.from_bytes(buffer[2:4], "big"), 4
+        elif length == 127:
+            if not need(10):
+                break
+            length, header = int.from_bytes(buffer[2:10], "big"), 10
+        if not need(header + length):
+            break
+        frames.append((opcode, buffer[header : header + length]))
+        buffer = buffer[header + length :]
+        if opcode == 8:
+            break
+    return frames
+
+
+def test_a_follower_that_stops_reading_is_closed_1013(tmp_path):
+    async def scenario(served: Served) -> None:
+        async with httpx.AsyncClient() as client:
+            big = steps({"out": ("w" * 1023 + "\n") * 8 * 1024})  # 8 MiB, finished
+            accepted = (await submit(client, served, big)).json()
+            await finished(client, served, accepted["job_id"])
+        job = served.service.jobs[accepted["job_id"]]
+        host, port = served.url.removeprefix("http://").rsplit(":", 1)
+        sock = socket.socket()
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        sock.setblocking(False)
+        loop = asyncio.get_running_loop()
+        await loop.sock_connect(sock, (host, int(port)))
+        await loop.sock_sendall(
+            sock,
+            (
+                f"GET /logs/{job.id}/stream HTTP/1.1\r\nHost: {host}\r\n"
+                "Upgrade: websocket\r\nConnection: Upgrade\r\n"
+                "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n"
+            ).encode(),
+        )
+        await until(lambda: bool(job.log.followers))
+        await until(lambda: not job.log.followers)  # the server gave up on it
+        sock.setblocking(True)
+        sock.settimeout(30)
+        frames = await asyncio.to_thread(read_frames, sock)
+        sock.close()
+        opcode, payload = frames[-1]
+        assert opcode == 8 and int.from_bytes(payload[:2], "big") == 1013
+        assert sum(len(data) for op, data in frames if op == 1) < 4 * 2**20
+
+    run(scenario, tmp_path, follower_stall=0.5)
+
+
+def test_plain_log_of_non_utf8_bytes_streams_with_replacement(tmp_path):
+    async def scenario(served: Served) -> None:
+        async with httpx.AsyncClient() as client:
+            accepted = (await submit(client, served, steps({"out_hex": "ff" * 200_000}))).json()
+            await finished(client, served, accepted["job_id"])
+            async with client.stream("GET", f"{served.url}/logs/{accepted['job_id']}") as reply:
+                assert reply.headers["content-type"] == "text/plain; charset=utf-8"
+                assert "content-length" not in reply.headers  # streamed, not built whole
+                sizes = [len(chunk) async for chunk in reply.aiter_raw()]
+            assert sum(sizes) == 200_000 * 3  # U+FFFD per byte, as UTF-8
+
+    run(scenario, tmp_path)
+
+
+# --- 3. uploads: limits from the headers, bounded bodies ---------------------------------------
+
+
+async def raw_request(served: Served, head: str, body: bytes = b"") -> tuple[socket.socket, bytes]:
+    """Send a request head (and part of a body), then read the response's status line and
+    headers without sending more."""
+    host, port = served.url.removeprefix("http://").rsplit(":", 1)
+    reader, writer = await asyncio.open_connection(host, int(port))
+    writer.write(head.encode() + body)
+    await writer.drain()
+    response = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 20)
+    length = int(
+        next(
+            (
+                line.split(b":")[1]
+                for line in response.split(b"\r\n")
+                if line.lower().startswith(b"content-length")
+            ),
+            b"0",
+        )
+    )
+    response += await asyncio.wait_for(reader.readexactly(length), 20)
+    writer.close()
+    return writer.get_extra_info("socket"), response
+
+
+def upload_head(served: Served, length: int) -> str:
+    host = served.url.removeprefix("http://")
+    return (
+        f"POST /submit HTTP/1.1\r\nHost: {host}\r\nContent-Length: {length}\r\n"
+        "Content-Type: multipart/form-data; boundary=B\r\n\r\n"
+    )
+
+
+def test_a_client_over_its_limit_is_refused_before_its_body(tmp_path):
+    async def scenario(served: Served) -> None:
+        async with httpx.AsyncClient() as client:
+            held = (await submit(client, served, steps({"wait": "g"}))).json()
+            assert held["status"] == "queued"
+        # 40 MiB announced, 100 bytes sent: the answer comes from the headers alone.
+        _, response = await raw_request(served, upload_head(served, 40 * 2**20), b"--B\r\n" * 20)
+        assert response.startswith(b"HTTP/1.1 429 Too Many Requests\r\n")
+        assert b'"error":"Rate limit exceeded"' in response
+        served.runner.open("g")
+
+    run(scenario, tmp_path, rate_concurrent=1)
+
+
+def test_a_refused_small_upload_is_answered_429_not_reset(tmp_path):
+    """A client that reads only after it has sent its whole body (aiohttp, the jobrunner client)
+    gets the 429, never a connection reset from the server closing under its writes."""
+    from jobrunner.client import Client, JobrunnerError
+
+    body = os.urandom(256 * 1024)  # incompressible: the upload is really this big
+
+    async def scenario(served: Served) -> None:
+        async with httpx.AsyncClient() as client:
+            held = (await submit(client, served, steps({"wait": "g"}))).json()
+            assert held["status"] == "queued"
+        async with Client(served.url) as jobclient:
+            for _ in range(10):
+                with pytest.raises(JobrunnerError) as refused:
+                    await jobclient.submit(
+                        tarball=tarball({"main.json": steps(), "pad.bin": body}),
+                        entrypoint="main.json",
+                    )
+                assert refused.value.status == 429
+        served.runner.open("g")
+
+    run(scenario, tmp_path, rate_concurrent=1)
+
+
+def test_uploads_in_progress_count_against_the_concurrent_limit(tmp_path):
+    async def scenario(served: Served) -> None:
+        host, port = served.url.removeprefix("http://").rsplit(":", 1)
+        slow = []
+        for _ in range(2):  # two uploads that have sent their headers and are still sending
+            _, writer = await asyncio.open_connection(host, int(port))
+            writer.write(upload_head(served, 10 * 2**20).encode() + b"--B\r\n")
+            await writer.drain()
+            slow.append(writer)
+        await until(lambda: served.service.limiter.verdict("127.0.0.1").active == 2)
+        _, response = await raw_request(served, upload_head(served, 2**20), b"--B\r\n")
+        assert response.startswith(b"HTTP/1.1 429 ")
+        for writer in slow:
+            writer.close()
+        await until(lambda: served.service.limiter.verdict("127.0.0.1").active == 0)
+
+    run(scenario, tmp_path, rate_concurrent=2)
+
+
+def test_a_slow_upload_times_out_with_408(tmp_path):
+    async def scenario(served: Served) -> None:
+        _, response = await raw_request(served, upload_head(served, 2**20), b"--B\r\n")
+        assert response.startswith(b"HTTP/1.1 408 Request Timeout\r\n")
+        assert b'"error":"Request timeout"' in response
+        assert served.service.limiter.verdict("127.0.0.1").active == 0  # its slot came back
+
+    run(scenario, tmp_path, upload_timeout=0.5)
+
+
+# --- 4. running jobs never starve the thread pool ----------------------------------------------
+
+
+def test_submit_answers_while_every_slot_blocks_a_thread(tmp_path):
+    slots = 12  # more than the default thread pool of a small machine (CPU count + 4)
+
+    async def scenario(served: Served) -> None:
+        async with httpx.AsyncClient(timeout=30) as client:
+            for _ in range(slots):
+                assert (await submit(client, served, steps({"block": "b"}))).status_code == 200
+            await until(lambda: served.service.running == slots)
+            answer = await asyncio.wait_for(submit(client, served, steps()), 10)
+            assert answer.status_code == 200 and answer.json()["status"] == "queued"
+            served.runner.open("b")
+
+    run(scenario, tmp_path, concurrency=slots)
+
+
+# --- 7. NUL bytes -------------------------------------------------------------------------------
+
+
+def open_fds() -> int:
+    return len(os.listdir("/proc/self/fd"))
+
+
+@pytest.mark.parametrize(
+    ("manifest", "details"),
+    [
+        ({"args": ["a\u0000b"]}, "args[0]: NUL character not allowed"),
+        ({"env": {"NAME": "x\u0000"}}, "env.NAME: NUL character not allowed"),
+    ],
+)
+def test_nul_in_args_or_env_is_a_400_and_leaks_nothing(tmp_path, manifest, details):
+    async def scenario(served: Served) -> None:
+        async with httpx.AsyncClient() as client:
+            warm_up = await submit(client, served, steps())  # connections, threads
+            await finished(client, served, warm_up.json()["job_id"])  # its files closed
+            gc.collect()  # what earlier tests left unreferenced closes now, not while we count
+            before = open_fds()
+            for _ in range(20):
+                response = await submit(
+                    client,
+                    served,
+                    steps(),
+                    {"entrypoint": "main.json", "interpreter": "python", **manifest},
+                )
+                assert response.status_code == 400
+                assert response.json() == {"error": "Invalid manifest", "details": details}
+            gc.collect()
+            assert open_fds() == before
+            assert len(os.listdir(served.service.jobs_dir)) == 1  # only the warm-up job
+
+    run(scenario, tmp_path)
+
+
+# --- 15. interpreter aliases --------------------------------------------------------------------
+
+
+def test_interpreter_aliases_are_accepted_and_listed(tmp_path):
+    async def scenario(served: Served) -> None:
+        async with httpx.AsyncClient() as client:
+            listing = (await client.get(f"{served.url}/environments")).json()
+            assert {"python", "python3", "py", "bash", "sh"} <= set(listing["interpreters"])
+            for alias in ("python3", "py", "sh", "bash"):
+                manifest = {"entrypoint": "main.json", "interpreter": alias}
+                response = await submit(client, served, steps(), manifest)
+                assert response.status_code == 200, response.text
+                record = await finished(client, served, response.json()["job_id"])
+                assert record["status"] == "completed"
+
+    run(scenario, tmp_path)
+
+
+# --- 18. small contract points ------------------------------------------------------------------
+
+
+def test_nonzero_exit_log_ends_with_its_reason(tmp_path):
+    async def scenario(served: Served) -> None:
+        async with httpx.AsyncClient() as client:
+            accepted = (await submit(client, served, steps({"out": "bad"}, {"exit": 3}))).json()
+            record = await finished(client, served, accepted["job_id"])
+            assert record["failure"] == "nonzero_exit"
+            log = (await client.get(f"{served.url}/logs/{accepted['job_id']}")).text
+            assert log == "bad\n[jobrunner] the job exited with code 3\n"
+
+    run(scenario, tmp_path)
+
+
+def test_plain_get_on_the_stream_is_426(tmp_path):
+    async def scenario(served: Served) -> None:
+        async with httpx.AsyncClient() as client:
+            response = await client.get(f"{served.url}/logs/anything/stream")
+            assert response.status_code == 426
+            assert response.headers["upgrade"] == "websocket"
+            assert response.json()["error"] == "Upgrade required"
+
+    run(scenario, tmp_path)
+
+
+def test_status_lines_carry_their_reason_phrase(tmp_path):
+    async def scenario(served: Served) -> None:
+        host = served.url.removeprefix("http://")
+        for path, line in (
+            ("/health", b"HTTP/1.1 200 OK\r\n"),
+            ("/status/nope", b"HTTP/1.1 404 Not Found\r\n"),
+            ("/logs/x/stream", b"HTTP/1.1 426 Upgrade Required\r\n"),
+        ):
+            _, response = await raw_request(
+                served, f"GET {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n"
+            )
+            assert response.startswith(line), response[:40]
+
+    run(scenario, tmp_path)
+
+
+def test_503_while_shutting_down_and_running_jobs_stay_readable(tmp_path):
+    async def scenario(served: Served) -> None:
+        async with httpx.AsyncClient() as client:
+            running = (await submit(client, served, steps({"out": "x\n"}, {"wait": "g"}))).json()
+            await until(lambda: served.service.running == 1)
+            served.stop.set()  # as SIGTERM does
+            await until(lambda: not served.service.accepting)
+            refused = await submit(client, served, steps())
+            assert refused.status_code == 503 and refused.headers["retry-after"] == "30"
+            assert refused.json() == {
+                "error": "Service unavailable",
+                "details": "the server is shutting down",
+            }
+            stats = (await client.get(f"{served.url}/stats")).json()
+            assert stats["your_quota"]["can_submit"] is False
+            status = (await client.get(f"{served.url}/status/{running['job_id']}")).json()
+            assert status["status"] == "running"
+            served.runner.open("g")
+
+    run(scenario, tmp_path, shutdown_grace=30)
+
+
+# --- the service raises domain errors; the edge maps them ---------------------------------------
+
+
+def test_service_raises_domain_errors(tmp_path):
+    from jobrunner import errors
+
+    async def scenario(served: Served) -> None:
+        with pytest.raises(errors.JobNotFound):
+            served.service.status("missing")
+        with pytest.raises(errors.InvalidManifest):
+            await served.service.submit("10.0.0.1", "{}", [])
+
+    run(scenario, tmp_path)

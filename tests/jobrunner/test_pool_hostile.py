@@ -1,0 +1,303 @@
+"""The pool under hostile load and hostile answers, with real workers on loopback (issue 10)."""
+
+import asyncio
+import contextlib
+import http.server
+import json
+import socket
+import subprocess
+import threading
+import urllib.error
+import urllib.parse
+import urllib.request
+from urllib.parse import urlsplit
+
+import httpx
+import websockets
+
+from jobrunner.client import Client
+from jobrunner.signing import verify_record
+from support.jobclient import GENEROUS, JOBRUNNER, submit, wait_finished, worker_key
+from support.servers import wait_until
+
+TICKING = {
+    "main.py": "import time\nfor i in range(30):\n    print(i, flush=True)\n    time.sleep(0.3)\n"
+}
+
+
+def raw_get(base: str, path: str) -> tuple[int, bytes]:
+    """A GET with the path sent byte for byte (no client library normalises it)."""
+    parts = urlsplit(base)
+    with socket.create_connection((parts.hostname, parts.port), timeout=10) as conn:
+        conn.sendall(
+            f"GET {path} HTTP/1.1\r\nHost: {parts.netloc}\r\nConnection: close\r\n\r\n".encode()
+        )
+        data = b""
+        while chunk := conn.recv(65536):
+            data += chunk
+    head, _, body = data.partition(b"\r\n\r\n")
+    if b"transfer-encoding: chunked" in head.lower():
+        decoded, rest = b"", body
+        while rest:
+            size, _, rest = rest.partition(b"\r\n")
+            if int(size, 16) == 0:
+                break
+            decoded, rest = decoded + rest[: int(size, 16)], rest[int(size, 16) + 2 :]
+        body = decoded
+    return int(head.split()[1]), body
+
+
+def test_many_live_logs_neither_hang_the_pool_nor_lose_its_worker(cluster):
+    # 0.1 had one connection pool of 100 for everything, without timeouts: the 101st proxied
+    # WebSocket waited for ever, status requests waited behind it, and the health check timed
+    # out, so a healthy worker was declared lost and its job reported `worker_lost`.
+    pool, _ = cluster(workers=1, pool_args=["--rate-concurrent", "10"])
+    job = submit(pool.url, TICKING, {"entrypoint": "main.py", "timeout": 60}).json()["job_id"]
+    url = pool.url.replace("http", "ws", 1) + f"/logs/{job}/stream"
+    count = 120
+
+    async def scenario() -> list[tuple[int | None, str | None]]:
+        sockets = [await websockets.connect(url, open_timeout=10) for _ in range(count)]
+        try:
+            # Every follower gets the log: all 120 are proxied at once.
+            await asyncio.wait_for(asyncio.gather(*(s.recv() for s in sockets)), timeout=30)
+            async with httpx.AsyncClient(timeout=5) as http:
+                status = await http.get(f"{pool.url}/status/{job}")
+                assert status.status_code == 200 and status.json()["status"] == "running"
+                assert (await http.get(f"{pool.url}/health")).json()["status"] == "healthy"
+                stats = await http.get(f"{pool.url}/stats")
+                assert stats.status_code == 200
+            second = await asyncio.to_thread(
+                submit, pool.url, {"main.py": "print(2)"}, {"entrypoint": "main.py"}
+            )
+            assert second.status_code == 200, second.text
+
+            async def until_closed(ws) -> tuple[int | None, str | None]:
+                try:
+                    while True:
+                        await ws.recv()
+                except websockets.ConnectionClosed:
+                    return ws.close_code, ws.close_reason
+
+            return await asyncio.wait_for(
+                asyncio.gather(*(until_closed(s) for s in sockets)), timeout=60
+            )
+        finally:
+            await asyncio.gather(*(s.close() for s in sockets), return_exceptions=True)
+
+    closes = asyncio.run(scenario())
+    assert set(closes) == {(1000, "completed")}
+    record = wait_finished(pool.url, job)
+    assert record["status"] == "completed" and record["failure"] is None
+
+
+def test_live_logs_beyond_the_limit_are_refused_not_queued(cluster):
+    pool, _ = cluster(workers=1, pool_args=["--max-streams", "3"])
+    job = submit(pool.url, TICKING, {"entrypoint": "main.py"}).json()["job_id"]
+    url = pool.url.replace("http", "ws", 1) + f"/logs/{job}/stream"
+
+    async def scenario():
+        held = [await websockets.connect(url) for _ in range(3)]
+        await asyncio.gather(*(s.recv() for s in held))
+        extra = await websockets.connect(url)
+        with contextlib.suppress(websockets.ConnectionClosed):
+            await asyncio.wait_for(extra.recv(), timeout=10)
+        for ws in held:
+            await ws.close()
+        # Closing frees the slots: a new follower is served again.
+        assert await wait_async(lambda: pool_streams_free(url))
+        return extra.close_code, extra.close_reason
+
+    code, reason = asyncio.run(scenario())
+    assert code == 1013 and "too many live logs" in reason
+
+
+async def pool_streams_free(url: str) -> bool:
+    async with websockets.connect(url) as ws:
+        try:
+            await asyncio.wait_for(ws.recv(), timeout=10)
+            return True
+        except websockets.ConnectionClosed:
+            return False
+
+
+async def wait_async(predicate, attempts: int = 50) -> bool:
+    for _ in range(attempts):
+        if await predicate():
+            return True
+        await asyncio.sleep(0.1)
+    return False
+
+
+ODD = "odd name %41?#;.txt"  # needs percent-encoding in a URL path, and '?' starts no query
+
+
+def test_encoded_paths_never_reach_other_worker_endpoints(cluster):
+    pool, _ = cluster(workers=1)
+    code = f"open({ODD!r}, 'w').write('odd')\nopen('r.txt', 'w').write('r')\n"
+    job = submit(pool.url, {"main.py": code}, {"entrypoint": "main.py"}).json()["job_id"]
+    assert wait_finished(pool.url, job)["status"] == "completed"
+    for path in (
+        f"/download/{job}/%2e%2e/%2e%2e/stats",
+        f"/download/{job}/%2E%2E/%2E%2E/health?challenge=abc",
+        f"/download/{job}/..%2f..%2fstats",
+        f"/download/{job}/%2e%2e%2f%2e%2e%2fenvironments",
+        f"/download/{job}/r.txt%3Fx=1",  # not r.txt with a query: a file named so
+        f"/download/{job}//r.txt",
+    ):
+        status, body = raw_get(pool.url, path)
+        assert status == 404, (path, body)
+        assert json.loads(body)["error"] == "File not found", path
+    status, body = raw_get(pool.url, f"/download/{job}/{urllib.parse.quote(ODD)}")
+    assert (status, body) == (200, b"odd")
+    # The worker saw only what a client may ask for: nothing but /download/JOB/... was forwarded.
+    assert raw_get(pool.url, f"/download/{job}/r.txt") == (200, b"r")
+
+
+def test_status_still_answers_after_the_worker_is_gone(cluster):
+    pool, (worker,) = cluster(workers=1)
+    job = submit(pool.url, {"main.py": "print(1)"}, {"entrypoint": "main.py"}).json()["job_id"]
+    record = wait_finished(pool.url, job)
+    assert record["status"] == "completed"
+    # The pool has taken note of the end once the job no longer counts as active.
+    assert wait_until(lambda: httpx.get(f"{pool.url}/stats").json()["system"]["active_jobs"] == 0)
+    worker.proc.kill()
+    worker.proc.wait()
+    assert wait_until(lambda: "unhealthy" in pool.output)
+    kept = httpx.get(f"{pool.url}/status/{job}")
+    assert kept.status_code == 200 and kept.json() == record
+    assert verify_record(kept.json(), worker_key_of(record))
+
+
+def worker_key_of(record: dict) -> str:
+    return record["worker_metadata"]["worker_id"]
+
+
+def test_pool_failures_reach_the_client_and_the_command_line(cluster):
+    pool, (worker,) = cluster(workers=1)
+    pool_key = worker_key(pool.url)
+    job = submit(
+        pool.url, {"main.py": "import time\ntime.sleep(30)\n"}, {"entrypoint": "main.py"}
+    ).json()["job_id"]
+    assert wait_until(lambda: httpx.get(f"{pool.url}/status/{job}").json()["status"] == "running")
+    worker.proc.kill()
+    worker.proc.wait()
+    assert wait_until(
+        lambda: httpx.get(f"{pool.url}/status/{job}").json().get("failure") == "worker_lost"
+    )
+
+    async def library():
+        async with Client(pool.url) as client:
+            return await client.status(job)
+
+    record = asyncio.run(library())
+    assert record.status == "failed" and record.failure == "worker_lost"
+    # The pool signs what it decides itself, with its own key.
+    assert verify_record(record, pool_key)
+    shown = subprocess.run(
+        [JOBRUNNER, "status", job, "--server", pool.url], capture_output=True, text=True
+    )
+    assert shown.returncode == 0, shown.stderr
+    assert json.loads(shown.stdout)["failure"] == "worker_lost"
+
+
+class Replayer(http.server.ThreadingHTTPServer):
+    """A worker's own proxy that answers every status request with the first job's record."""
+
+    def __init__(self, upstream: str) -> None:
+        self.first: str | None = None
+        replayer = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def log_message(self, *args):
+                pass
+
+            def relay(handler, method: str) -> None:
+                path = handler.path
+                if path.startswith("/status/") and replayer.first:
+                    path = f"/status/{replayer.first}"
+                length = int(handler.headers.get("Content-Length") or 0)
+                request = urllib.request.Request(
+                    upstream + path,
+                    data=handler.rfile.read(length) if length else None,
+                    method=method,
+                    headers={
+                        k: v
+                        for k, v in handler.headers.items()
+                        if k.lower() in ("content-type", "x-forwarded-for")
+                    },
+                )
+                try:
+                    with urllib.request.urlopen(request) as reply:
+                        status, body = reply.status, reply.read()
+                except urllib.error.HTTPError as error:
+                    status, body = error.code, error.read()
+                handler.send_response(status)
+                handler.send_header("Content-Type", "application/json")
+                handler.send_header("Content-Length", str(len(body)))
+                handler.end_headers()
+                handler.wfile.write(body)
+
+            def do_GET(handler):
+                handler.relay("GET")
+
+            def do_POST(handler):
+                handler.relay("POST")
+
+        super().__init__(("127.0.0.1", 0), Handler)
+        threading.Thread(target=self.serve_forever, daemon=True).start()
+        self.url = f"http://127.0.0.1:{self.server_address[1]}"
+
+
+def test_a_replayed_record_of_another_job_is_refused(cluster, start_server):
+    real = start_server(*GENEROUS, "--trusted-proxy", "127.0.0.1")
+    first = submit(real.url, {"main.py": "print('first')"}, {"entrypoint": "main.py"}).json()
+    assert wait_finished(real.url, first["job_id"])["status"] == "completed"
+    replayer = Replayer(real.url)
+    replayer.first = first["job_id"]
+    pool, _ = cluster(workers=0, entries=[(replayer.url, worker_key(real.url))])
+    assert wait_until(lambda: httpx.get(f"{pool.url}/health").json()["status"] == "healthy")
+    second = submit(pool.url, {"main.py": "print(2)"}, {"entrypoint": "main.py"}).json()
+    record = wait_finished(pool.url, second["job_id"])
+    assert record["job_id"] == second["job_id"]
+    assert record["status"] == "failed" and record["failure"] == "bad_signature"
+    assert wait_until(lambda: "is another job's" in pool.output)
+    # The client, talking to that worker directly, refuses the swapped record too.
+    direct = subprocess.run(
+        [JOBRUNNER, "status", second["job_id"], "--server", replayer.url],
+        capture_output=True,
+        text=True,
+    )
+    assert direct.returncode == 1 and "job_id" in direct.stderr
+    replayer.shutdown()
+
+
+def test_ipv6_clients_of_the_pool_are_counted_by_64(cluster):
+    pool, _ = cluster(
+        workers=1, pool_args=["--rate-concurrent", "1", "--trusted-proxy", "127.0.0.1"]
+    )
+
+    def from_(client: str) -> int:
+        return submit(
+            pool.url, TICKING, {"entrypoint": "main.py"}, headers={"X-Forwarded-For": client}
+        ).status_code
+
+    assert from_("2001:db8:aa:bb::1") == 200
+    assert from_("2001:db8:aa:bb:1:2:3:4") == 429
+    assert from_("2001:db8:aa:bc::1") == 200
+
+
+def test_a_client_over_its_limit_is_refused_before_its_upload_is_read(cluster):
+    pool, _ = cluster(workers=1, pool_args=["--rate-concurrent", "1"])
+    assert submit(pool.url, TICKING, {"entrypoint": "main.py"}).status_code == 200
+    parts = urlsplit(pool.url)
+    with socket.create_connection((parts.hostname, parts.port), timeout=10) as conn:
+        conn.sendall(  # the headers of a 10 MB upload, and not one byte of it
+            b"POST /submit HTTP/1.1\r\nHost: x\r\nContent-Length: 10000000\r\n"
+            b"Content-Type: multipart/form-data; boundary=b\r\n\r\n"
+        )
+        answer = b""
+        while b"Concurrent" not in answer and (chunk := conn.recv(65536)):
+            answer += chunk
+    assert answer.startswith(b"HTTP/1.1 429"), answer
+    assert b"Concurrent job limit reached: 1/1 jobs" in answer

@@ -1,0 +1,160 @@
+"""The real jobrunner app on a real loopback server, in this process, with a FAKE runner.
+
+`FakeRunner` obeys the runner interface (`jobrunner.service.Runner`) without nsjail: the job's
+entrypoint is a JSON list of steps (what to print, which files to leave, how to exit, when to wait),
+and its outputs go through the real output collection. So the HTTP contract is tested in seconds,
+without root; the real-sandbox tests stay where they are.
+
+Steps: {"out": text} / {"out_hex": hex bytes}; {"file": name, "data": text} / {"file_hex":
+hex name, "data": text}; {"deep": n} (a file n directories of 200 characters down); {"wait": gate}
+(an asyncio gate the test opens); {"block": gate} (a thread blocks until the test opens it, like
+the sandbox waiting for nsjail); {"raise": text}; {"exit": n}.
+"""
+
+import asyncio
+import contextlib
+import json
+import os
+import shutil
+import threading
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from jobrunner.app import build_app
+from jobrunner.config import Settings
+from jobrunner.environments import MARKER
+from jobrunner.sandbox.jail import RunResult, RunSpec, collect_outputs
+from jobrunner.service import JobService
+from jobrunner.signing import WorkerKey
+from servekit import Listener, TrustedProxies
+from servekit.launcher import serve_async
+
+GENEROUS = {"rate_concurrent": 1000, "rate_per_hour": 100000, "rate_cpu_seconds": 100000.0}
+
+
+class FakeRunner:
+    def __init__(self) -> None:
+        self.gates: dict[str, asyncio.Event] = {}
+        self.blocks: dict[str, threading.Event] = {}
+        self.started: list[str] = []  # job ids, in the order they started
+
+    def gate(self, name: str) -> asyncio.Event:
+        return self.gates.setdefault(name, asyncio.Event())
+
+    def block(self, name: str) -> threading.Event:
+        return self.blocks.setdefault(name, threading.Event())
+
+    def open(self, name: str) -> None:
+        self.gate(name).set()
+        self.block(name).set()
+
+    async def run(
+        self,
+        spec: RunSpec,
+        on_output: Callable[[bytes], None],
+        on_cpu: Callable[[float], None] = lambda _: None,
+    ) -> RunResult:
+        self.started.append(spec.job_id)
+        work = spec.job_dir / "work"
+        await asyncio.to_thread(shutil.copytree, spec.job_dir / "inputs", work)
+        (spec.job_dir / "outputs").mkdir(mode=0o700)
+        steps = json.loads((work / spec.argv[1]).read_text())
+        code = 0
+        for step in steps:
+            if "out" in step:
+                on_output(step["out"].encode())
+            elif "out_hex" in step:
+                on_output(bytes.fromhex(step["out_hex"]))
+            elif "file" in step or "file_hex" in step:
+                name = (
+                    os.fsencode(step["file"]) if "file" in step else bytes.fromhex(step["file_hex"])
+                )
+                target = os.path.join(os.fsencode(work), name)
+                os.makedirs(os.path.dirname(target), exist_ok=True)
+                with open(target, "wb") as handle:
+                    handle.write(step.get("data", "").encode())
+            elif "deep" in step:  # a file further down than PATH_MAX reaches from the host
+                _deep_file(work, step["deep"], step.get("data", "").encode())
+            elif "wait" in step:
+                await self.gate(step["wait"]).wait()
+            elif "block" in step:
+                await asyncio.to_thread(self.block(step["block"]).wait)
+            elif "raise" in step:
+                raise RuntimeError(step["raise"])
+            elif "exit" in step:
+                code = step["exit"]
+        result = RunResult(code, None if code == 0 else "nonzero_exit", 0.01, 1_000_000)
+        await collect_outputs(spec, work, result)
+        return result
+
+
+def _deep_file(work: Path, depth: int, data: bytes) -> None:
+    """Directories of 200-character names `depth` deep, made relative to open directory fds
+    (as a job inside the jail can), then a file `leaf.txt` at the bottom."""
+    fd = os.open(work, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        for level in range(depth):
+            name = f"{level:03d}" + "d" * 197
+            os.mkdir(name, dir_fd=fd)
+            inner = os.open(name, os.O_RDONLY | os.O_DIRECTORY, dir_fd=fd)
+            os.close(fd)
+            fd = inner
+        leaf = os.open("leaf.txt", os.O_WRONLY | os.O_CREAT, 0o644, dir_fd=fd)
+        os.write(leaf, data)
+        os.close(leaf)
+    finally:
+        os.close(fd)
+
+
+@dataclass
+class Served:
+    url: str
+    service: JobService
+    runner: FakeRunner
+    stop: asyncio.Event
+
+    @property
+    def ws(self) -> str:
+        return self.url.replace("http://", "ws://", 1)
+
+
+@contextlib.asynccontextmanager
+async def serving(
+    state: Path, runner: FakeRunner | None = None, **options: Any
+) -> AsyncIterator[Served]:
+    """Serve the real app on 127.0.0.1 (a free port) in this event loop until the block ends."""
+    runner = runner or FakeRunner()
+    settings = Settings(state_dir=str(state), **{"concurrency": 2, **GENEROUS, **options})
+    default = state / "envs" / "default"
+    default.mkdir(parents=True, exist_ok=True)
+    (default / MARKER).write_text("")  # the fake runner needs no venv
+    service = JobService(settings, runner, WorkerKey.load_or_create(state / "worker.key"))
+    app = build_app(service, TrustedProxies(settings.trusted_proxies))
+    ready: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+    stop = asyncio.Event()
+    task = asyncio.create_task(
+        serve_async(
+            app,
+            Listener("127.0.0.1", 0),
+            graceful_timeout=2,
+            on_ready=ready.set_result,
+            stop=stop,
+            before_shutdown=getattr(service, "drain", None),  # (so it also runs on older code)
+        )
+    )
+    url = await asyncio.wait_for(ready, 10)
+    try:
+        yield Served(url, service, runner, stop)
+    finally:
+        for name in list(runner.gates):
+            runner.open(name)
+        for name in list(runner.blocks):
+            runner.open(name)
+        stop.set()
+        await asyncio.wait_for(task, 30)
+
+
+def steps(*items: dict[str, Any]) -> str:
+    return json.dumps(list(items))
