@@ -13,14 +13,14 @@ the seam through which `content_extractor` plugins take part.
 import asyncio
 import time
 import zlib
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import aiohttp
 import apsw
 
-from marks import clock, extract, webclient
+from marks import clock, extract, webclient, worklist
 from marks.health import Options
 from marks.library import Invalid, Library, NotFound
 from marks.wire import PageContent
@@ -29,7 +29,6 @@ if TYPE_CHECKING:
     from marks.plugins import Plugins
 
 MAX_BYTES = 5 * 1024 * 1024
-PAGE = 500
 Extractor = Callable[[extract.Page], extract.Extracted | None]
 
 
@@ -179,23 +178,6 @@ class Content:
         )
         return self.store.value("SELECT count(*) FROM temp.content_plan")
 
-    def _planned(self) -> Iterator[tuple[int, str]]:
-        last = 0
-        while True:
-            # A page of rows held at once (the cursor is not kept open across the yields).
-            rows = list(
-                self.store.execute(
-                    "SELECT seq, bookmark_id, url FROM temp.content_plan WHERE seq > ? "
-                    "ORDER BY seq LIMIT ?",
-                    (last, PAGE),
-                )
-            )
-            if not rows:
-                return
-            for seq, bookmark_id, url in rows:
-                last = seq
-                yield bookmark_id, url
-
     # --- fetching --------------------------------------------------------------------------------
 
     def refresh(
@@ -239,7 +221,10 @@ class Content:
                 return await _fetch(session, item[1], validators)
 
             await scheduler.run(
-                self._planned(), lambda item: webclient.host_of(item[1]), work, finished
+                worklist.rows(self.store, "temp.content_plan"),
+                lambda item: webclient.host_of(item[1]),
+                work,
+                finished,
             )
 
     def _validators(self, bookmark_id: int) -> tuple[str | None, str | None] | None:

@@ -11,17 +11,16 @@ so 100,000 links hold neither 100,000 tasks nor 100,000 results, and Ctrl-C keep
 import asyncio
 import datetime as dt
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 import apsw
 
-from marks import clock, linkcheck, webclient
+from marks import clock, linkcheck, webclient, worklist
 from marks.library import Library, NotFound
 from marks.wire import HealthCheck
 
-PAGE = 500
 FLUSH_EVERY = 200
 
 
@@ -215,23 +214,6 @@ class Health:
         summary.planned = self.store.value("SELECT count(*) FROM temp.health_plan")
         return summary.planned
 
-    def _planned(self) -> Iterator[tuple[int, str]]:
-        last = 0
-        while True:
-            # A page of rows held at once (the cursor is not kept open across the yields).
-            rows = list(
-                self.store.execute(
-                    "SELECT seq, bookmark_id, url FROM temp.health_plan WHERE seq > ? "
-                    "ORDER BY seq LIMIT ?",
-                    (last, PAGE),
-                )
-            )
-            if not rows:
-                return
-            for seq, bookmark_id, url in rows:
-                last = seq
-                yield bookmark_id, url
-
     # --- checking --------------------------------------------------------------------------------
 
     def run(
@@ -295,7 +277,10 @@ class Health:
                 )
 
             await scheduler.run(
-                self._planned(), lambda item: webclient.host_of(item[1]), work, finished
+                worklist.rows(self.store, "temp.health_plan"),
+                lambda item: webclient.host_of(item[1]),
+                work,
+                finished,
             )
 
     def _judge(self, bookmark_id: int, url: str, verdict: linkcheck.Verdict) -> HealthCheck:
