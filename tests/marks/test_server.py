@@ -4,19 +4,9 @@ import csv
 import io
 import json
 
-import httpx
 import msgspec
 
-TRACEBACK_WORDS = ("Traceback", 'File "', "/site-packages/")
-
-
-def assert_error(response: httpx.Response, status: int) -> dict:
-    assert response.status_code == status, response.text
-    assert response.headers["content-type"].startswith("application/json")
-    body = response.json()
-    assert isinstance(body["error"], str) and body["error"]
-    assert not any(word in response.text for word in TRACEBACK_WORDS)
-    return body
+from support.jsonerrors import assert_error
 
 
 def test_add_get_change_visit_and_delete(served):
