@@ -7,7 +7,8 @@ import os
 import httpx
 import pytest
 
-from support.jobclient import run_job, submit, tarball, wait_finished
+from support.jobclient import HELD, log_of, release, run_job, submit, tarball, wait_finished
+from support.servers import wait_until
 
 HELLO = """
 import os
@@ -149,13 +150,9 @@ def test_args_and_output_patterns(server):
     assert body == "a b --c"
 
 
-def test_status_while_queued_and_running_has_every_field(start_server):
+def test_status_while_queued_and_running_has_every_field(start_server, state_dir):
     server = start_server("--concurrency", "1", "--rate-concurrent", "10")
-    slow = submit(
-        server.url,
-        {"main.py": "import time\nprint('started', flush=True)\ntime.sleep(3)\n"},
-        {"entrypoint": "main.py"},
-    ).json()
+    slow = submit(server.url, {"main.py": HELD}, {"entrypoint": "main.py", "timeout": 120}).json()
     queued = submit(server.url, {"main.py": "print(1)"}, {"entrypoint": "main.py"}).json()
     assert queued["position"] == 2 or queued["position"] == 1
     record = httpx.get(f"{server.url}/status/{queued['job_id']}").json()
@@ -169,14 +166,12 @@ def test_status_while_queued_and_running_has_every_field(start_server):
     assert record["output_files"] == {} and record["worker_metadata"]["signature"] is None
     assert record["started_at"] is None and record["finished_at"] is None
     assert httpx.get(f"{server.url}/logs/{queued['job_id']}").text == ""
-    # The running job's log is readable while it runs.
-    for _ in range(100):
-        running = httpx.get(f"{server.url}/status/{slow['job_id']}").json()
-        log = httpx.get(f"{server.url}/logs/{slow['job_id']}").text
-        if running["status"] == "running" and log:
-            break
+    # The running job's log is readable while it runs (it runs until released).
+    assert wait_until(lambda: log_of(server.url, slow["job_id"]) == "held\n", timeout=60)
+    running = httpx.get(f"{server.url}/status/{slow['job_id']}").json()
     assert running["status"] == "running" and running["started_at"]
-    assert log == "started\n"
+    release(server.url, state_dir / "s0", slow["job_id"])
+    assert wait_finished(server.url, slow["job_id"])["status"] == "completed"
 
 
 def test_unknown_job_is_404_everywhere(server):

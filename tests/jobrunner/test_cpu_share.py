@@ -3,7 +3,7 @@ tenth (least attained service), read back from the job's own cgroup while it run
 
 from jobrunner.sandbox.cgroups import Cgroups
 from jobrunner.sandbox.layout import Layout
-from support.jobclient import submit, wait_finished
+from support.jobclient import HELD, release, submit, wait_finished
 from support.servers import wait_until
 
 
@@ -41,9 +41,10 @@ def test_a_cpu_bound_job_is_demoted_and_still_completes(server, state_dir):
 
 
 def test_a_short_job_keeps_the_default_share(server, state_dir):
-    # It sleeps (no CPU) long enough to be looked at, then ends.
-    code = "import time\nprint('up', flush=True)\ntime.sleep(3)\n"
-    job_id = submit(server.url, {"main.py": code}, {"entrypoint": "main.py"}).json()["job_id"]
+    # Held (it waits, using no CPU) until its weight has been looked at, then it ends.
+    manifest = {"entrypoint": "main.py", "timeout": 120}
+    job_id = submit(server.url, {"main.py": HELD}, manifest).json()["job_id"]
     assert wait_until(lambda: job_weight(state_dir / "s0", job_id) is not None, timeout=30)
     assert job_weight(state_dir / "s0", job_id) == 100
+    release(server.url, state_dir / "s0", job_id)
     assert wait_finished(server.url, job_id)["status"] == "completed"

@@ -10,9 +10,11 @@ import pytest
 
 from support.jobclient import (
     GENEROUS,
+    HELD,
     JOBRUNNER,
     log_of,
     need_sandbox,
+    release,
     run_job,
     submit,
     wait_finished,
@@ -139,13 +141,9 @@ def test_followers_that_do_not_read_cost_bounded_memory(state_dir):
         assert all(len(reply.content) == 10 * 2**20 for reply in plain)
 
 
-def test_shutdown_answers_503_while_running_jobs_finish(start_server):
+def test_shutdown_answers_503_while_running_jobs_finish(start_server, state_dir):
     server = start_server()
-    job = submit(
-        server.url,
-        {"main.py": "import time\nprint('working', flush=True)\ntime.sleep(3)\nprint('done')\n"},
-        {"entrypoint": "main.py"},
-    ).json()
+    job = submit(server.url, {"main.py": HELD}, {"entrypoint": "main.py", "timeout": 120}).json()
     assert wait_until(
         lambda: httpx.get(f"{server.url}/status/{job['job_id']}").json()["status"] == "running"
     )
@@ -158,6 +156,7 @@ def test_shutdown_answers_503_while_running_jobs_finish(start_server):
     assert refused.json()["error"] == "Service unavailable"
     # The running job stays readable until it ends, then the server exits.
     assert httpx.get(f"{server.url}/status/{job['job_id']}").json()["status"] == "running"
+    release(server.url, state_dir / "s0", job["job_id"])
     assert server.wait(30) == 0
     assert f"job {job['job_id']} completed" in server.output
     with pytest.raises(httpx.ConnectError):

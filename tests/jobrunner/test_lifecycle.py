@@ -7,7 +7,7 @@ import time
 import httpx
 import trustme
 
-from support.jobclient import JOBRUNNER, log_of, run_job, submit, wait_finished
+from support.jobclient import HELD, JOBRUNNER, log_of, release, run_job, submit, wait_finished
 from support.servers import ServerProcess, wait_until
 
 
@@ -108,13 +108,11 @@ def test_serves_https_with_certificate_and_key(start_server, state_dir):
     assert httpx.get(f"{server.url}/health", verify=context).json()["status"] == "healthy"
 
 
-def test_queued_jobs_positions_and_concurrency(start_server):
+def test_queued_jobs_positions_and_concurrency(start_server, state_dir):
     server = start_server("--concurrency", "2", "--rate-concurrent", "10")
-    # Long enough that the first two still run however slowly the four submits go.
+    # Held jobs: the first two run until released, however slowly the four submits go.
     jobs = [
-        submit(
-            server.url, {"main.py": "import time\ntime.sleep(4)\n"}, {"entrypoint": "main.py"}
-        ).json()
+        submit(server.url, {"main.py": HELD}, {"entrypoint": "main.py", "timeout": 120}).json()
         for _ in range(4)
     ]
 
@@ -129,4 +127,5 @@ def test_queued_jobs_positions_and_concurrency(start_server):
     system = httpx.get(f"{server.url}/stats").json()["system"]
     assert system == {"queue_length": 2, "active_jobs": 2}
     for job in jobs:
+        release(server.url, state_dir / "s0", job["job_id"])
         assert wait_finished(server.url, job["job_id"])["status"] == "completed"

@@ -70,6 +70,22 @@ def wait_finished(url: str, job_id: str, timeout: float = 60) -> dict:
     raise AssertionError(f"job {job_id} did not finish in {timeout} s")
 
 
+# A job that runs until the test lets it go, so no test guesses how long it needs a job running.
+HELD = (
+    "import os, time\nprint('held', flush=True)\n"
+    "while not os.path.exists('go'):\n    time.sleep(0.05)\nprint('released')\n"
+)
+
+
+def release(url: str, state: Path, job_id: str) -> None:
+    """Let a HELD job end: once it runs, the file it waits for goes into its work dir."""
+    from jobrunner.sandbox.layout import Layout
+    from support.servers import wait_until
+
+    assert wait_until(lambda: "held" in log_of(url, job_id), timeout=60), job_id
+    (Layout.for_state(state).work / job_id / "go").write_text("")
+
+
 def log_of(url: str, job_id: str) -> str:
     return httpx.get(f"{url}/logs/{job_id}").text
 

@@ -9,7 +9,7 @@ import io
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import BinaryIO, TextIO
+from typing import BinaryIO, TextIO, cast
 
 from marks.formats import FormatError, Record, charset, csvfile, jsonfile, markdown, netscape, text
 from marks.library import Library
@@ -49,7 +49,7 @@ def _buffered(raw: BinaryIO) -> io.BufferedReader:
         return raw
     # typing.BinaryIO declares no `readinto`, which BufferedReader's stub asks of its stream;
     # every binary stream handed in here (files, stdin's buffer, BytesIO, uploads) has it.
-    return io.BufferedReader(raw)  # type: ignore[arg-type]
+    return io.BufferedReader(cast(io.RawIOBase, raw))
 
 
 def _text(raw: BinaryIO, encoding: str | None) -> io.TextIOWrapper:

@@ -379,9 +379,11 @@ def read(stream: BinaryIO) -> Iterator[Record]:
 
 
 def _exported_items(items: list[Exported]) -> Iterator[Record]:
-    for number in range(len(items)):
-        record, items[number] = items[number], None  # type: ignore[call-overload]
-        record.where = f"item {number + 1}"
+    items.reverse()  # popped from the end: each item is let go as soon as it is handed on
+    number = 0
+    while items:
+        record, number = items.pop(), number + 1
+        record.where = f"item {number}"
         record.undated = record.added is None
         for name in ("added", "last_visited", "last_checked"):
             moment = getattr(record, name)
@@ -391,9 +393,11 @@ def _exported_items(items: list[Exported]) -> Iterator[Record]:
 
 
 def _typed_items(items: list[Item]) -> Iterator[Record]:
-    for number in range(len(items)):
-        item, items[number] = items[number], None  # type: ignore[call-overload]
-        where = f"item {number + 1}"
+    items.reverse()  # as above: popped, so memory is given back item by item
+    number = 0
+    while items:
+        item, number = items.pop(), number + 1
+        where = f"item {number}"
         try:
             yield _item_record(item, where, [])
         except _Skip as skip:
