@@ -16,6 +16,7 @@ import httpx
 import pytest
 import websockets
 
+from support import wsframes
 from support.fakerunner import Served, serving, steps
 from support.jobclient import tarball
 
@@ -202,39 +203,11 @@ def test_backlog_is_sent_in_bounded_chunks(tmp_path):
 
 def read_frames(sock: socket.socket) -> list[tuple[int, bytes]]:
     """The server's frames after its 101 answer, up to a close frame or the end."""
-    buffer = b""
-    while b"\r\n\r\n" not in buffer:
-        buffer += sock.recv(1)
-    assert buffer.startswith(b"HTTP/1.1 101")
-    buffer = b""
-    frames: list[tuple[int, bytes]] = []
-
-    def need(count: int) -> bool:
-        nonlocal buffer
-        while len(buffer) < count:
-            data = sock.recv(1 << 20)
-            if not data:
-                return False
-            buffer += data
-        return True
-
-    while need(2):
-        opcode, length, header = buffer[0] & 0x0F, buffer[1] & 0x7F, 2
-        if length == 126:
-            if not need(4):
-                break
-            length, header = int.from_bytes(buffer[2:4], "big"), 4
-        elif length == 127:
-            if not need(10):
-                break
-            length, header = int.from_bytes(buffer[2:10], "big"), 10
-        if not need(header + length):
-            break
-        frames.append((opcode, buffer[header : header + length]))
-        buffer = buffer[header + length :]
-        if opcode == 8:
-            break
-    return frames
+    head = b""
+    while b"\r\n\r\n" not in head:
+        head += sock.recv(1)
+    assert head.startswith(b"HTTP/1.1 101")
+    return wsframes.read_frames(sock)
 
 
 def test_a_follower_that_stops_reading_is_closed_1013(tmp_path):

@@ -6,7 +6,6 @@ import http.server
 import json
 import os
 import threading
-import urllib.request
 
 import httpx
 import websockets
@@ -20,6 +19,7 @@ from support.jobclient import (
     submit,
     wait_finished,
 )
+from support.rewriting_proxy import RewritingProxy
 from support.servers import wait_until
 
 SLOW = {
@@ -179,51 +179,16 @@ def test_jobs_on_a_killed_worker_fail_with_worker_lost(cluster):
     assert submit(pool.url, SLOW, {"entrypoint": "main.py"}).status_code == 503
 
 
-class Tamperer(http.server.ThreadingHTTPServer):
+class Tamperer(RewritingProxy):
     """A worker's own proxy that forwards everything but rewrites finished status records."""
 
-    def __init__(self, upstream: str) -> None:
-        class Handler(http.server.BaseHTTPRequestHandler):
-            def log_message(self, *args):
-                pass
-
-            def relay(handler, method: str) -> None:
-                length = int(handler.headers.get("Content-Length") or 0)
-                request = urllib.request.Request(
-                    upstream + handler.path,
-                    data=handler.rfile.read(length) if length else None,
-                    method=method,
-                    headers={
-                        k: v
-                        for k, v in handler.headers.items()
-                        if k.lower() in ("content-type", "x-forwarded-for")
-                    },
-                )
-                try:
-                    with urllib.request.urlopen(request) as reply:
-                        status, body, kind = reply.status, reply.read(), reply.headers
-                except urllib.error.HTTPError as error:
-                    status, body, kind = error.code, error.read(), error.headers
-                if handler.path.startswith("/status/") and b'"completed"' in body:
-                    record = json.loads(body)
-                    record["execution_metadata"]["exit_code"] = 0
-                    record["execution_metadata"]["cpu_seconds"] += 1  # the forgery
-                    body = json.dumps(record).encode()
-                handler.send_response(status)
-                handler.send_header("Content-Type", kind.get("Content-Type", "application/json"))
-                handler.send_header("Content-Length", str(len(body)))
-                handler.end_headers()
-                handler.wfile.write(body)
-
-            def do_GET(handler):
-                handler.relay("GET")
-
-            def do_POST(handler):
-                handler.relay("POST")
-
-        super().__init__(("127.0.0.1", 0), Handler)
-        threading.Thread(target=self.serve_forever, daemon=True).start()
-        self.url = f"http://127.0.0.1:{self.server_address[1]}"
+    def answer(self, path: str, body: bytes) -> bytes:
+        if path.startswith("/status/") and b'"completed"' in body:
+            record = json.loads(body)
+            record["execution_metadata"]["exit_code"] = 0
+            record["execution_metadata"]["cpu_seconds"] += 1  # the forgery
+            body = json.dumps(record).encode()
+        return body
 
 
 def test_forged_result_signature_is_refused(cluster, start_server):

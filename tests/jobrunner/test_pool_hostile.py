@@ -2,11 +2,9 @@
 
 import asyncio
 import contextlib
-import http.server
 import json
 import socket
 import subprocess
-import threading
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -18,6 +16,7 @@ import websockets
 from jobrunner.client import Client
 from jobrunner.signing import verify_record
 from support.jobclient import GENEROUS, JOBRUNNER, submit, wait_finished, worker_key
+from support.rewriting_proxy import RewritingProxy
 from support.servers import wait_until
 
 TICKING = {
@@ -201,52 +200,17 @@ def test_pool_failures_reach_the_client_and_the_command_line(cluster):
     assert json.loads(shown.stdout)["failure"] == "worker_lost"
 
 
-class Replayer(http.server.ThreadingHTTPServer):
+class Replayer(RewritingProxy):
     """A worker's own proxy that answers every status request with the first job's record."""
 
     def __init__(self, upstream: str) -> None:
         self.first: str | None = None
-        replayer = self
+        super().__init__(upstream)
 
-        class Handler(http.server.BaseHTTPRequestHandler):
-            def log_message(self, *args):
-                pass
-
-            def relay(handler, method: str) -> None:
-                path = handler.path
-                if path.startswith("/status/") and replayer.first:
-                    path = f"/status/{replayer.first}"
-                length = int(handler.headers.get("Content-Length") or 0)
-                request = urllib.request.Request(
-                    upstream + path,
-                    data=handler.rfile.read(length) if length else None,
-                    method=method,
-                    headers={
-                        k: v
-                        for k, v in handler.headers.items()
-                        if k.lower() in ("content-type", "x-forwarded-for")
-                    },
-                )
-                try:
-                    with urllib.request.urlopen(request) as reply:
-                        status, body = reply.status, reply.read()
-                except urllib.error.HTTPError as error:
-                    status, body = error.code, error.read()
-                handler.send_response(status)
-                handler.send_header("Content-Type", "application/json")
-                handler.send_header("Content-Length", str(len(body)))
-                handler.end_headers()
-                handler.wfile.write(body)
-
-            def do_GET(handler):
-                handler.relay("GET")
-
-            def do_POST(handler):
-                handler.relay("POST")
-
-        super().__init__(("127.0.0.1", 0), Handler)
-        threading.Thread(target=self.serve_forever, daemon=True).start()
-        self.url = f"http://127.0.0.1:{self.server_address[1]}"
+    def path(self, path: str) -> str:
+        if path.startswith("/status/") and self.first:
+            return f"/status/{self.first}"
+        return path
 
 
 def test_a_replayed_record_of_another_job_is_refused(cluster, start_server):

@@ -7,6 +7,7 @@ import pytest
 import websockets
 
 from support.jobclient import log_of, submit, wait_finished
+from support.wsframes import read_frames
 
 TICKS = "import time\nfor i in range(6):\n    print('tick', i, flush=True)\n    time.sleep(0.2)\n"
 
@@ -85,40 +86,6 @@ def test_log_is_capped_with_a_note_and_the_job_continues(server):
     assert record["status"] == "completed" and "done.txt" in record["output_files"]
     assert log.endswith("[jobrunner] log truncated at 10 MiB; the job continues\n")
     assert 10 * 2**20 <= len(log) < 10 * 2**20 + 200
-
-
-def read_frames(sock: socket_module.socket) -> list[tuple[int, bytes]]:
-    """Read server frames (unmasked) until a close frame or the end of the stream."""
-    buffer = b""
-    frames: list[tuple[int, bytes]] = []
-
-    def need(count: int) -> bool:
-        nonlocal buffer
-        while len(buffer) < count:
-            data = sock.recv(1 << 20)
-            if not data:
-                return False
-            buffer += data
-        return True
-
-    while need(2):
-        opcode, length = buffer[0] & 0x0F, buffer[1] & 0x7F
-        header = 2
-        if length == 126:
-            if not need(4):
-                break
-            length, header = int.from_bytes(buffer[2:4], "big"), 4
-        elif length == 127:
-            if not need(10):
-                break
-            length, header = int.from_bytes(buffer[2:10], "big"), 10
-        if not need(header + length):
-            break
-        frames.append((opcode, buffer[header : header + length]))
-        buffer = buffer[header + length :]
-        if opcode == 8:
-            break
-    return frames
 
 
 @pytest.mark.timeout(120)
