@@ -1,10 +1,26 @@
-"""Long CPU-bound jobs give way to short ones: after 1 CPU-second a job's CPU weight drops to a
-tenth (least attained service), read back from the job's own cgroup while it runs."""
+"""Long CPU-bound jobs give way to short ones: after half a CPU-second a job's CPU weight drops to a
+tenth (least attained service); a job busy in the kernel (a fork bomb, a syscall storm) is capped at
+a tenth of a core while other jobs run. Both are read back from the job's cgroups while it runs."""
+
+from pathlib import Path
+
+import pytest
 
 from jobrunner.sandbox.cgroups import Cgroups
 from jobrunner.sandbox.layout import Layout
-from support.jobclient import HELD, release, submit, wait_finished
+from support.jobclient import GENEROUS, HELD, log_of, release, submit, wait_finished
 from support.servers import wait_until
+
+# Both stop by themselves once the test puts a file named `stop` into their work dir.
+FORK_BOMB = (
+    "import os\nprint('started', flush=True)\nwhile not os.path.exists('stop'):\n"
+    "    try:\n        os.fork()\n    except OSError:\n        pass\n"
+)
+SYSCALL_STORM = (  # reading /dev/zero: the kernel fills the buffer, the job does nothing else
+    "import os\nprint('started', flush=True)\nbuffer = bytearray(8 * 2**20)\n"
+    "with open('/dev/zero', 'rb', buffering=0) as zero:\n"
+    "    while not os.path.exists('stop'):\n        zero.readinto(buffer)\n"
+)
 
 
 def job_weight(state, job_id: str) -> int | None:
@@ -21,6 +37,50 @@ def job_weight(state, job_id: str) -> int | None:
         return round(int(path.read_text()) * scale)
     except (OSError, ValueError):
         return None
+
+
+def cpu_cap(state: Path, job_id: str) -> float | None:
+    """The most CPU the job's jail may use, in cores (v1: the quota on nsjail's child of the job's
+    cgroup; v2: the job's own `cpu.max`); None while that cannot be read."""
+    cgroups = Cgroups.detect(Layout.for_state(state).instance)
+    assert cgroups is not None
+    try:
+        if cgroups.version == 2:
+            quota, period = (
+                (cgroups.mounts["unified"] / cgroups.parent / job_id / "cpu.max")
+                .read_text()
+                .split()
+            )
+            return float("inf") if quota == "max" else int(quota) / int(period)
+        job_dir = cgroups.mounts["cpu"] / cgroups.parent / job_id
+        (jail,) = [child for child in job_dir.iterdir() if child.is_dir()]
+        quota = int((jail / "cpu.cfs_quota_us").read_text())
+        return float("inf") if quota < 0 else quota / int((jail / "cpu.cfs_period_us").read_text())
+    except (OSError, ValueError):
+        return None
+
+
+@pytest.mark.parametrize("code", [FORK_BOMB, SYSCALL_STORM], ids=["fork-bomb", "syscall-storm"])
+def test_a_job_busy_in_the_kernel_is_capped_while_other_jobs_run(start_server, state_dir, code):
+    server = start_server(*GENEROUS, "--concurrency", "2")
+    state = state_dir / "s0"
+    manifest = {"entrypoint": "main.py", "timeout": 120}
+    other = submit(server.url, {"main.py": HELD}, manifest).json()["job_id"]
+    assert wait_until(lambda: "held" in log_of(server.url, other), timeout=60)
+    storm = submit(server.url, {"main.py": code}, manifest).json()["job_id"]
+    seen: set[float | None] = set()
+
+    def cap_is(cores: float) -> bool:
+        seen.add(cap := cpu_cap(state, storm))
+        return cap == cores
+
+    assert wait_until(lambda: cap_is(0.1), timeout=60), f"caps seen: {seen}"
+    release(server.url, state, other)  # now it runs alone: the cap goes, its one core stays
+    assert wait_finished(server.url, other)["status"] == "completed"
+    assert wait_until(lambda: cap_is(1.0), timeout=30), f"caps seen: {seen}"
+    (Layout.for_state(state).work / storm / "stop").write_text("")
+    record = wait_finished(server.url, storm)
+    assert record["status"] == "completed", record  # slowed while others ran, never killed
 
 
 def test_a_cpu_bound_job_is_demoted_and_still_completes(server, state_dir):

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import httpx
 
+from jobrunner.sandbox.cgroups import Cgroups
 from jobrunner.sandbox.layout import Layout
 from support.jobclient import GENEROUS, log_of, run_job, submit
 from support.servers import wait_until
@@ -163,6 +164,16 @@ def _start_long_job(url: str, token: str) -> str:
     return job_id
 
 
+def _instance_cgroups(state: Path) -> list[Path]:
+    cgroups = Cgroups.detect(Layout.for_state(state).instance)
+    assert cgroups is not None
+    return [
+        mount / cgroups.parent
+        for mount in cgroups.mounts.values()
+        if (mount / cgroups.parent).is_dir()
+    ]
+
+
 def test_jobs_die_with_a_killed_server_and_a_restart_reaps_only_its_own(start_server, state_dir):
     victim_state, neighbour_state = state_dir / "victim", state_dir / "neighbour"
     victim = start_server(*GENEROUS, state=victim_state)
@@ -188,6 +199,9 @@ def test_jobs_die_with_a_killed_server_and_a_restart_reaps_only_its_own(start_se
     assert httpx.get(f"{neighbour.url}/status/{neighbour_job}").json()["status"] == "running"
     restarted.stop()
     assert _job_processes("neighbour-token") and neighbour_files.exists()
+    # A server that stops cleanly takes its cgroups with it; the neighbour keeps its own.
+    assert not _instance_cgroups(victim_state)
+    assert _instance_cgroups(neighbour_state)
 
 
 def test_state_dir_below_a_parent_nobody_else_may_enter(start_server, state_dir):

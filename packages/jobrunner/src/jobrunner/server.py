@@ -45,4 +45,8 @@ def run_server(config_file: Path | None = None, **overrides: Any) -> None:
     # On SIGTERM the service first drains while the server still answers: submits get 503,
     # running jobs get `shutdown_grace` and stay readable. Then the listener closes and open
     # connections get a short drain.
-    serve(app, listener, graceful_timeout=5, before_shutdown=service.drain)
+    try:
+        serve(app, listener, graceful_timeout=5, before_shutdown=service.drain)
+    finally:
+        if isinstance(runner, Sandbox):
+            runner.close()

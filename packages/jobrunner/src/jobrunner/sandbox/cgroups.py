@@ -20,6 +20,7 @@ from pathlib import Path
 ROOT = "jobrunner"
 CONTROLLERS = ("memory", "pids", "cpu")
 DEFAULT_WEIGHT = 100  # cgroup v2's `cpu.weight` default (v1: `cpu.shares` 1024)
+CAP_PERIOD_US = 100_000  # the CFS bandwidth period of a capped job
 _CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
 
@@ -43,16 +44,18 @@ def _read_int(path: Path) -> int | None:
         return None
 
 
-def _process_cpu_seconds(pids: Iterator[int]) -> float:
-    """utime + stime of each process, plus what it collected from children it waited for."""
-    total = 0
+def _process_cpu_times(pids: Iterator[int]) -> tuple[float, float]:
+    """(user, system) seconds of each process, plus those of the children it waited for."""
+    user = system = 0
     for pid in pids:
         try:
             fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
         except (OSError, IndexError):
             continue  # the process ended meanwhile
-        total += sum(int(value) for value in fields[11:15])
-    return total / _CLOCK_TICKS
+        # utime, stime, cutime, cstime (fields 14 to 17 of proc(5); state is field 3)
+        user += int(fields[11]) + int(fields[13])
+        system += int(fields[12]) + int(fields[14])
+    return user / _CLOCK_TICKS, system / _CLOCK_TICKS
 
 
 def _pids_below(directories: list[Path]) -> Iterator[int]:
@@ -118,15 +121,31 @@ class JobCgroup:
                     return int(value) > 0
         return False
 
-    def cpu_seconds(self) -> float:
-        """CPU used so far by the processes in the job (for quotas while it runs)."""
+    def cpu_times(self) -> tuple[float, float]:
+        """(user, system) CPU-seconds used so far by the processes in the job."""
         if self.version == 2:
+            stat = {}
             for line in (self.memory_dir / "cpu.stat").read_text().splitlines():
                 key, _, value = line.partition(" ")
-                if key == "usage_usec":
-                    return int(value) / 1e6
-            return 0.0
-        return _process_cpu_seconds(_pids_below([self.memory_dir]))
+                stat[key] = int(value)
+            return stat.get("user_usec", 0) / 1e6, stat.get("system_usec", 0) / 1e6
+        return _process_cpu_times(_pids_below([self.memory_dir]))
+
+    def cpu_seconds(self) -> float:
+        """CPU used so far by the processes in the job (for quotas while it runs)."""
+        return sum(self.cpu_times())
+
+    def fork_failures(self) -> int:
+        """How many times a process of the job could not fork because of its pids limit (the
+        kernel counts it in the cgroup that has the limit: nsjail's child of the job's)."""
+        pids_dir = self.memory_dir if self.version == 2 else self.dirs[CONTROLLERS.index("pids")]
+        total = 0
+        for events in pids_dir.rglob("pids.events"):
+            with contextlib.suppress(OSError, ValueError):
+                for line in events.read_text().splitlines():
+                    key, _, value = line.partition(" ")
+                    total += int(value) if key == "max" else 0
+        return total
 
     @property
     def cpu_dir(self) -> Path:
@@ -146,6 +165,22 @@ class JobCgroup:
             _write(self.cpu_dir / "cpu.weight", str(weight))
         else:
             _write(self.cpu_dir / "cpu.shares", str(max(2, weight * 1024 // DEFAULT_WEIGHT)))
+
+    def set_cpu_cap(self, cores: float | None) -> None:
+        """At most `cores` of CPU time for the jail (None: back to nsjail's one core), over a
+        short period so that a capped job runs in small slices rather than in long bursts.
+        v1 refuses a parent quota below a child's, so there it goes on nsjail's child cgroup,
+        which holds the jail; v2 takes the smaller of the two, so the job's own cgroup will do."""
+        quota = round((cores or 1.0) * CAP_PERIOD_US)
+        if self.version == 2:
+            _write(self.cpu_dir / "cpu.max", f"{quota} {CAP_PERIOD_US}")
+            return
+        for child in self.cpu_dir.iterdir():
+            if child.is_dir():
+                # Period first: with the old (longer) one, the new quota would be a larger share.
+                _write(child / "cpu.cfs_quota_us", "-1")
+                _write(child / "cpu.cfs_period_us", str(CAP_PERIOD_US))
+                _write(child / "cpu.cfs_quota_us", str(quota))
 
     def kill_all(self) -> None:
         """SIGKILL whatever is still in the job's cgroups (normally nothing: nsjail reaps all)."""
