@@ -11,7 +11,6 @@ and whatever survives a server crash is found by the next start, see `cgroups.Cg
 """
 
 import asyncio
-import contextlib
 import logging
 import os
 import re
@@ -28,21 +27,11 @@ import aiofiles
 
 from jobrunner.sandbox import workdir
 from jobrunner.sandbox.cgroups import Cgroups, JobCgroup
+from jobrunner.sandbox.cpushare import CpuShare
 from jobrunner.sandbox.layout import Layout
 from jobrunner.wire import Failure
 
 logger = logging.getLogger("jobrunner.sandbox")
-# Least attained service for the CPU: after this many CPU-seconds a job's weight drops to 1/10.
-DEMOTE_AFTER_CPU_SECONDS = 0.5
-DEMOTED_CPU_WEIGHT = 10
-# A job that keeps running into its process limit (a fork bomb), or a demoted job that spends most
-# of its CPU time in the kernel (a syscall storm), slows the jobs beside it whatever its weight:
-# kernel paths are not preempted at the scheduler's will, and they contend for the kernel's shared
-# locks. While other jobs run, such a job gets at most this much of one core (with a fork bomb
-# beside them, short jobs' run time p99 went from 7x to 1.1x of what it is without it).
-KERNEL_HEAVY_SHARE = 0.5  # system time over all CPU time, in the last sample
-KERNEL_HEAVY_CAP = 0.1  # cores
-CPU_SAMPLE_SECONDS = 0.1
 POLICY = Path(__file__).with_name("policy.cfg")
 BASE_ENV = {
     "PATH": "/venv/bin:/usr/local/bin:/usr/bin:/bin",
@@ -98,7 +87,7 @@ class Sandbox:
         self.cgroups = cgroups
         self.layout = layout
         self.setpriv = setpriv
-        self.running = 0  # jobs between their start and their end, for the CPU sampler
+        self.cpu_share = CpuShare()
 
     @property
     def environments_root(self) -> Path:
@@ -173,7 +162,6 @@ class Sandbox:
     ) -> RunResult:
         work = self.layout.work / spec.job_id
         job_cgroup = await asyncio.to_thread(self._prepare, spec, work)
-        self.running += 1
         try:
             status, usage, wall, backstop = await self._execute(
                 spec, job_cgroup, work, on_output, on_cpu
@@ -187,7 +175,6 @@ class Sandbox:
                 await collect_outputs(spec, work, result)
             return result
         finally:
-            self.running -= 1
             await asyncio.to_thread(self._cleanup, work, job_cgroup)
 
     def _prepare(self, spec: RunSpec, work: Path) -> JobCgroup:
@@ -210,6 +197,7 @@ class Sandbox:
         on_output: Callable[[bytes], None],
         on_cpu: Callable[[float], None],
     ) -> tuple[int, resource.struct_rusage, float, bool]:
+        await self.cpu_share.starting()
         read_fd, write_fd = os.pipe()
         started = time.monotonic()
         try:
@@ -227,7 +215,7 @@ class Sandbox:
         finally:
             os.close(write_fd)
         reader = asyncio.create_task(_pump(read_fd, on_output))
-        sampler = asyncio.create_task(_sample_cpu(job_cgroup, on_cpu, lambda: self.running > 1))
+        sampler = asyncio.create_task(self.cpu_share.watch(spec.job_id, job_cgroup, on_cpu))
         waiter = asyncio.create_task(asyncio.to_thread(os.wait4, process.pid, 0))
         backstop = False
         try:
@@ -275,43 +263,6 @@ async def _pump(fd: int, on_output: Callable[[bytes], None]) -> None:
             on_output(chunk)
     finally:
         transport.close()
-
-
-async def _sample_cpu(
-    job_cgroup: JobCgroup, on_cpu: Callable[[float], None], others_running: Callable[[], bool]
-) -> None:
-    """Report the job's CPU use as it grows, and keep it from slowing the other jobs down.
-
-    A job that has used `DEMOTE_AFTER_CPU_SECONDS` is a long one (or a bomb): from then on it gets a
-    small share of contended CPU, so the short jobs beside it run as if it were not there; it may
-    still use a whole core when nothing else wants it. A share does not protect the others from a
-    job busy in the kernel (see `KERNEL_HEAVY_CAP`): such a job is capped as well, while other jobs
-    run and only for as long as it keeps at it."""
-    demoted = capped = False
-    before = (0.0, 0.0, 0)  # user and system seconds, fork failures
-    while True:
-        await asyncio.sleep(CPU_SAMPLE_SECONDS)
-        try:
-            user, system = await asyncio.to_thread(job_cgroup.cpu_times)
-            failures = await asyncio.to_thread(job_cgroup.fork_failures)
-        except OSError:
-            return  # the job is ending right now: its cgroups are going away
-        on_cpu(user + system)
-        with contextlib.suppress(OSError):  # the same; or a write the kernel refused
-            if not demoted and user + system >= DEMOTE_AFTER_CPU_SECONDS:
-                demoted = True
-                await asyncio.to_thread(job_cgroup.set_cpu_weight, DEMOTED_CPU_WEIGHT)
-            # v1 sums the live processes, so a sample can go down when some of them end.
-            spent_user, spent_system = max(0.0, user - before[0]), max(0.0, system - before[1])
-            kernel_heavy = demoted and spent_system > KERNEL_HEAVY_SHARE * (
-                spent_user + spent_system
-            )
-            if ((kernel_heavy or failures > before[2]) and others_running()) != capped:
-                capped = not capped
-                await asyncio.to_thread(
-                    job_cgroup.set_cpu_cap, KERNEL_HEAVY_CAP if capped else None
-                )
-        before = (user, system, failures)
 
 
 def _classify(

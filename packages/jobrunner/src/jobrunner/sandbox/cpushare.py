@@ -1,0 +1,107 @@
+"""How running jobs share the CPU, so that no job slows the others down.
+
+Least attained service: a job that has used `DEMOTE_AFTER_CPU_SECONDS` is a long one (or a bomb);
+from then on it gets a tenth of the default weight, so short jobs beside it run as if it were not
+there, and it may still use a whole core when nothing else wants it.
+
+A weight does not protect the others from a job busy in the kernel: kernel paths run until they
+yield, whatever the weight, and contend for the kernel's shared locks. On a 2-core host a fork
+bomb at a tenth of the weight still took the run time p99 of short jobs beside it from 90 ms to
+650 ms. So a job that ran into its process limit (a fork bomb) in the last sample, or, once
+demoted, spent most of its CPU time in the kernel (a syscall storm), is "heavy" and is capped at
+`HEAVY_CAP` cores while other jobs run. A job that starts caps the heavy ones before it runs, so
+it never shares the CPU with an uncapped one; the cap lifts once a heavy job has been alone for
+`CAP_LINGER_SECONDS` (or is no longer heavy).
+"""
+
+import asyncio
+import contextlib
+import itertools
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from jobrunner.sandbox.cgroups import JobCgroup
+
+DEMOTE_AFTER_CPU_SECONDS = 0.5
+DEMOTED_WEIGHT = 10  # on cgroup v2's scale, where 100 is the default
+HEAVY_SYSTEM_SHARE = 0.5  # system time over all CPU time in the last sample
+HEAVY_CAP = 0.1  # cores
+CAP_LINGER_SECONDS = 1.0
+SAMPLE_SECONDS = 0.1
+# A fork bomb reaches its process limit within tens of milliseconds and slows everything from then
+# on: the first samples come sooner.
+FIRST_SAMPLES = (0.02, 0.03, 0.05)
+
+
+@dataclass
+class _Running:
+    cgroup: JobCgroup
+    demoted: bool = False
+    heavy: bool = False
+    capped: bool = False
+
+
+class CpuShare:
+    """The CPU policy over every job one sandbox runs (used from the event loop's thread)."""
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self.clock = clock
+        self._running: dict[str, _Running] = {}
+        self._shared_at = -CAP_LINGER_SECONDS  # when more than one job last ran
+
+    async def starting(self) -> None:
+        """A job is about to start: cap the heavy jobs now, not at their next sample."""
+        self._shared_at = self.clock()
+        heavy = [job for job in self._running.values() if job.heavy and not job.capped]
+        for job in heavy:
+            job.capped = True
+        if heavy:
+            await asyncio.to_thread(_set_caps, [job.cgroup for job in heavy], HEAVY_CAP)
+
+    async def watch(self, job_id: str, cgroup: JobCgroup, on_cpu: Callable[[float], None]) -> None:
+        """Sample one job's CPU until cancelled: report its use as it grows, demote it, cap it."""
+        job = self._running[job_id] = _Running(cgroup)
+        try:
+            await self._watch(job, on_cpu)
+        finally:
+            del self._running[job_id]
+
+    async def _watch(self, job: _Running, on_cpu: Callable[[float], None]) -> None:
+        before = (0.0, 0.0, 0)  # user and system seconds, fork failures
+        for n in itertools.count():
+            await asyncio.sleep(FIRST_SAMPLES[n] if n < len(FIRST_SAMPLES) else SAMPLE_SECONDS)
+            try:
+                now = await asyncio.to_thread(_sample, job.cgroup)
+            except OSError:
+                return  # the job is ending right now: its cgroups are going away
+            user, system, failures = now
+            on_cpu(user + system)
+            if len(self._running) > 1:
+                self._shared_at = self.clock()
+            if not job.demoted and user + system >= DEMOTE_AFTER_CPU_SECONDS:
+                job.demoted = True
+                with contextlib.suppress(OSError):  # the same; or a write the kernel refused
+                    await asyncio.to_thread(job.cgroup.set_cpu_weight, DEMOTED_WEIGHT)
+            # v1 sums the live processes, so a sample can go down when some of them end.
+            spent_user, spent_system = max(0.0, user - before[0]), max(0.0, system - before[1])
+            busy_in_kernel = spent_system > HEAVY_SYSTEM_SHARE * (spent_user + spent_system)
+            job.heavy = failures > before[2] or (job.demoted and busy_in_kernel)
+            shared = self.clock() - self._shared_at < CAP_LINGER_SECONDS
+            if (job.heavy and shared) != job.capped:
+                job.capped = not job.capped
+                cap = HEAVY_CAP if job.capped else None
+                with contextlib.suppress(OSError):
+                    await asyncio.to_thread(job.cgroup.set_cpu_cap, cap)
+            before = now
+
+
+def _sample(cgroup: JobCgroup) -> tuple[float, float, int]:
+    user, system = cgroup.cpu_times()
+    return user, system, cgroup.fork_failures()
+
+
+def _set_caps(cgroups: list[JobCgroup], cores: float) -> None:
+    for cgroup in cgroups:
+        with contextlib.suppress(OSError):  # that job may be ending right now
+            cgroup.set_cpu_cap(cores)
