@@ -131,10 +131,6 @@ class JobCgroup:
             return stat.get("user_usec", 0) / 1e6, stat.get("system_usec", 0) / 1e6
         return _process_cpu_times(_pids_below([self.memory_dir]))
 
-    def cpu_seconds(self) -> float:
-        """CPU used so far by the processes in the job (for quotas while it runs)."""
-        return sum(self.cpu_times())
-
     def fork_failures(self) -> int:
         """How many times a process of the job could not fork because of its pids limit (the
         kernel counts it in the cgroup that has the limit: nsjail's child of the job's)."""
@@ -150,13 +146,6 @@ class JobCgroup:
     @property
     def cpu_dir(self) -> Path:
         return self.memory_dir if self.version == 2 else self.dirs[CONTROLLERS.index("cpu")]
-
-    def cpu_weight(self) -> int:
-        """The job's CPU weight on v2's scale (default 100), read back from its cgroup."""
-        if self.version == 2:
-            return _read_int(self.cpu_dir / "cpu.weight") or DEFAULT_WEIGHT
-        shares = _read_int(self.cpu_dir / "cpu.shares") or 1024
-        return max(1, round(shares * DEFAULT_WEIGHT / 1024))
 
     def set_cpu_weight(self, weight: int) -> None:
         """The job's share of contended CPU against the other jobs (v2's scale: 100 = the
