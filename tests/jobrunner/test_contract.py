@@ -8,7 +8,6 @@ import json
 import os
 import socket
 import tarfile
-import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
@@ -19,6 +18,7 @@ import websockets
 from support import wsframes
 from support.fakerunner import Served, serving, steps
 from support.jobclient import tarball
+from support.servers import wait_until_async
 
 
 def run(scenario: Callable[..., Awaitable[None]], tmp_path: Path, **options) -> None:
@@ -51,14 +51,6 @@ async def finished(client: httpx.AsyncClient, served: Served, job_id: str) -> di
     while not job.finished:  # woken by the log: it grows, or closes when the job ends
         await asyncio.wait_for(job.log.wait_beyond(len(job.log.data)), 30)
     return (await client.get(f"{served.url}/status/{job_id}")).json()
-
-
-async def until(predicate: Callable[[], bool], timeout: float = 20) -> None:
-    """Wait until `predicate()` holds, yielding to the server between checks."""
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, "condition not reached"
-        await asyncio.sleep(0.01)
 
 
 def test_a_job_through_every_endpoint(tmp_path):
@@ -231,8 +223,8 @@ def test_a_follower_that_stops_reading_is_closed_1013(tmp_path):
                 "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n"
             ).encode(),
         )
-        await until(lambda: bool(job.log.followers))
-        await until(lambda: not job.log.followers)  # the server gave up on it
+        assert await wait_until_async(lambda: bool(job.log.followers), 20)
+        assert await wait_until_async(lambda: not job.log.followers, 20)  # the server gave up on it
         sock.setblocking(True)
         sock.settimeout(30)
         frames = await asyncio.to_thread(read_frames, sock)
@@ -339,12 +331,16 @@ def test_uploads_in_progress_count_against_the_concurrent_limit(tmp_path):
             writer.write(upload_head(served, 10 * 2**20).encode() + b"--B\r\n")
             await writer.drain()
             slow.append(writer)
-        await until(lambda: served.service.limiter.verdict("127.0.0.1").active == 2)
+        assert await wait_until_async(
+            lambda: served.service.limiter.verdict("127.0.0.1").active == 2, 20
+        )
         _, response = await raw_request(served, upload_head(served, 2**20), b"--B\r\n")
         assert response.startswith(b"HTTP/1.1 429 ")
         for writer in slow:
             writer.close()
-        await until(lambda: served.service.limiter.verdict("127.0.0.1").active == 0)
+        assert await wait_until_async(
+            lambda: served.service.limiter.verdict("127.0.0.1").active == 0, 20
+        )
 
     run(scenario, tmp_path, rate_concurrent=2)
 
@@ -369,7 +365,7 @@ def test_submit_answers_while_every_slot_blocks_a_thread(tmp_path):
         async with httpx.AsyncClient(timeout=30) as client:
             for _ in range(slots):
                 assert (await submit(client, served, steps({"block": "b"}))).status_code == 200
-            await until(lambda: served.service.running == slots)
+            assert await wait_until_async(lambda: served.service.running == slots, 20)
             answer = await asyncio.wait_for(submit(client, served, steps()), 10)
             assert answer.status_code == 200 and answer.json()["status"] == "queued"
             served.runner.open("b")
@@ -478,9 +474,9 @@ def test_503_while_shutting_down_and_running_jobs_stay_readable(tmp_path):
     async def scenario(served: Served) -> None:
         async with httpx.AsyncClient() as client:
             running = (await submit(client, served, steps({"out": "x\n"}, {"wait": "g"}))).json()
-            await until(lambda: served.service.running == 1)
+            assert await wait_until_async(lambda: served.service.running == 1, 20)
             served.stop.set()  # as SIGTERM does
-            await until(lambda: not served.service.accepting)
+            assert await wait_until_async(lambda: not served.service.accepting, 20)
             refused = await submit(client, served, steps())
             assert refused.status_code == 503 and refused.headers["retry-after"] == "30"
             assert refused.json() == {

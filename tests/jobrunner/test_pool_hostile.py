@@ -17,7 +17,7 @@ from jobrunner.client import Client
 from jobrunner.signing import verify_record
 from support.jobclient import GENEROUS, JOBRUNNER, submit, wait_finished, worker_key
 from support.rewriting_proxy import RewritingProxy
-from support.servers import wait_until
+from support.servers import wait_until, wait_until_async
 
 TICKING = {
     "main.py": "import time\nfor i in range(30):\n    print(i, flush=True)\n    time.sleep(0.3)\n"
@@ -104,7 +104,7 @@ def test_live_logs_beyond_the_limit_are_refused_not_queued(cluster):
         for ws in held:
             await ws.close()
         # Closing frees the slots: a new follower is served again.
-        assert await wait_async(lambda: pool_streams_free(url))
+        assert await wait_until_async(lambda: pool_streams_free(url), timeout=30, interval=0.1)
         return extra.close_code, extra.close_reason
 
     code, reason = asyncio.run(scenario())
@@ -118,14 +118,6 @@ async def pool_streams_free(url: str) -> bool:
             return True
         except websockets.ConnectionClosed:
             return False
-
-
-async def wait_async(predicate, attempts: int = 50) -> bool:
-    for _ in range(attempts):
-        if await predicate():
-            return True
-        await asyncio.sleep(0.1)
-    return False
 
 
 ODD = "odd name %41?#;.txt"  # needs percent-encoding in a URL path, and '?' starts no query

@@ -1,5 +1,7 @@
 """Run a real server as a subprocess and wait until it says where it listens."""
 
+import asyncio
+import inspect
 import os
 import re
 import signal
@@ -81,6 +83,19 @@ class ServerProcess:
 
 def python_server(script: Path, *args: str, **kwargs: object) -> ServerProcess:
     return ServerProcess([sys.executable, str(script), *args], **kwargs)  # type: ignore[arg-type]
+
+
+async def wait_until_async(predicate, timeout: float = 10.0, interval: float = 0.02) -> bool:
+    """`wait_until` for tests inside an event loop: yields to it between checks. `predicate`
+    returns a bool or an awaitable of one."""
+    deadline = time.monotonic() + timeout
+    while True:
+        held = predicate()
+        if inspect.isawaitable(held):
+            held = await held
+        if held or time.monotonic() >= deadline:
+            return bool(held)
+        await asyncio.sleep(interval)
 
 
 def wait_until(predicate, timeout: float = 10.0, interval: float = 0.02) -> bool:
