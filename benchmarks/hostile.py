@@ -30,13 +30,11 @@ attack costs, `HOSTILE=fork,memory,bad-name,log,followers,uploads` (the default:
 
 import asyncio
 import contextlib
-import io
 import os
 import random
 import shutil
 import socket
 import sys
-import tarfile
 import tempfile
 import time
 from dataclasses import dataclass, field
@@ -49,6 +47,7 @@ sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent / "tests"))
 
 from run import Row, print_table  # noqa: E402
+from support.jobclient import tarball  # noqa: E402
 from support.servers import ServerProcess  # noqa: E402
 
 BIN = Path(sys.executable).parent
@@ -66,16 +65,6 @@ BIG_LOG = (
     "import sys, time\nline = 'h' * 1023 + '\\n'\nfor _ in range(8 * 1024):\n"
     "    sys.stdout.write(line)\nsys.stdout.flush()\ntime.sleep(10**6)\n"
 )
-
-
-def tarball(code: str) -> bytes:
-    buffer = io.BytesIO()
-    with tarfile.open(fileobj=buffer, mode="w:gz") as archive:
-        data = code.encode()
-        info = tarfile.TarInfo("main.py")
-        info.size = len(data)
-        archive.addfile(info, io.BytesIO(data))
-    return buffer.getvalue()
 
 
 def rss(pid: int) -> int:
@@ -99,7 +88,7 @@ async def submit(
 ) -> str | None:
     reply = await client.post(
         f"{url}/submit",
-        files={"files": ("job.tar.gz", tarball(code))},
+        files={"files": ("job.tar.gz", tarball({"main.py": code}))},
         data={"manifest": f'{{"entrypoint": "main.py", "timeout": {timeout}}}'},
         headers={"X-Forwarded-For": ip},
     )
