@@ -1,6 +1,7 @@
 """Long CPU-bound jobs give way to short ones: after half a CPU-second a job's CPU weight drops to a
 tenth (least attained service); a job busy in the kernel (a fork bomb, a syscall storm) is capped at
-a tenth of a core while other jobs run. Both are read back from the job's cgroups while it runs."""
+a tenth of a core while other jobs run, unless it is filling its memory. Both are read back from the
+job's cgroups while it runs."""
 
 from pathlib import Path
 
@@ -20,6 +21,16 @@ SYSCALL_STORM = (  # reading /dev/zero: the kernel fills the buffer, the job doe
     "import os\nprint('started', flush=True)\nbuffer = bytearray(8 * 2**20)\n"
     "with open('/dev/zero', 'rb', buffering=0) as zero:\n"
     "    while not os.path.exists('stop'):\n        zero.readinto(buffer)\n"
+)
+
+# Busy in the kernel (page faults, /dev/zero) while its memory grows, then waits for `stop`.
+MEMORY_FILLER = (
+    "import os\nblocks, buffer = [], bytearray(16 * 2**20)\n"
+    "with open('/dev/zero', 'rb', buffering=0) as zero:\n"
+    "    while len(blocks) < 200:\n        blocks.append(bytearray(2**20))\n"
+    "        for _ in range(8):\n            zero.readinto(buffer)\n"
+    "print('filled', flush=True)\n"
+    "while not os.path.exists('stop'):\n    pass\n"
 )
 
 
@@ -81,6 +92,32 @@ def test_a_job_busy_in_the_kernel_is_capped_while_other_jobs_run(start_server, s
     (Layout.for_state(state).work / storm / "stop").write_text("")
     record = wait_finished(server.url, storm)
     assert record["status"] == "completed", record  # slowed while others ran, never killed
+
+
+def test_a_job_filling_its_memory_is_not_capped(start_server, state_dir):
+    # Capping it would only make it hold its memory and its slot for longer: the filling ends at
+    # its memory limit anyway.
+    server = start_server(*GENEROUS, "--concurrency", "2")
+    state = state_dir / "s0"
+    manifest = {"entrypoint": "main.py", "timeout": 120, "memory_mb": 512}
+    other = submit(server.url, {"main.py": HELD}, manifest).json()["job_id"]
+    assert wait_until(lambda: "held" in log_of(server.url, other), timeout=60)
+    filler = submit(server.url, {"main.py": MEMORY_FILLER}, manifest).json()["job_id"]
+    caps: set[float | None] = set()
+    weights: set[int | None] = set()
+
+    def filled() -> bool:
+        caps.add(cpu_cap(state, filler))
+        weights.add(job_weight(state, filler))
+        return "filled" in log_of(server.url, filler)
+
+    assert wait_until(filled, timeout=90, interval=0.01)
+    assert 10 in weights, f"never demoted, so the test proves nothing: weights {weights}"
+    assert 0.1 not in caps, f"capped while filling its memory: caps {caps}"
+    (Layout.for_state(state).work / filler / "stop").write_text("")
+    release(server.url, state, other)
+    assert wait_finished(server.url, filler)["status"] == "completed"
+    assert wait_finished(server.url, other)["status"] == "completed"
 
 
 def test_a_cpu_bound_job_is_demoted_and_still_completes(server, state_dir):

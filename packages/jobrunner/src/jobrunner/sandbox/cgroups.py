@@ -113,6 +113,11 @@ class JobCgroup:
         name = "memory.max_usage_in_bytes" if self.version == 1 else "memory.peak"
         return _read_int(self.memory_dir / name) or 0
 
+    def memory_used(self) -> int:
+        """Bytes charged to the job now (its processes' memory and its tmpfs files)."""
+        name = "memory.usage_in_bytes" if self.version == 1 else "memory.current"
+        return _read_int(self.memory_dir / name) or 0
+
     def oom_killed(self) -> bool:
         if self.version == 2:
             for line in (self.memory_dir / "memory.events").read_text().splitlines():
