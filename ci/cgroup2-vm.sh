@@ -11,6 +11,8 @@
 # busybox-static and cpio. The kernel and initramfs are cached in .cache/cgroup2-vm.
 #
 # Exit status: pytest's inside the VM (0: every test passed), or 2 when the VM did not report.
+# CGROUP2_VM_TESTS=id,id,... runs those pytest ids instead of the set below (the kernel command line
+# carries it into the VM, so no spaces).
 set -euo pipefail
 
 TESTS=(
@@ -38,6 +40,7 @@ if [ "${1:-}" = "--inside" ]; then
     echo "VM: kernel $(uname -r); /sys/fs/cgroup is $(stat -f -c %T /sys/fs/cgroup);" \
         "controllers: $(cat /sys/fs/cgroup/cgroup.controllers)"
     cd "$repo"
+    [ -z "${CGROUP2_VM_TESTS:-}" ] || IFS=, read -r -a TESTS <<<"$CGROUP2_VM_TESTS"
     set +e
     CI=true JOBRUNNER_TEST_START_TIMEOUT=300 .venv/bin/python -m pytest -p no:cacheprovider -q -rA "${TESTS[@]}" 2>&1
     code=$?
@@ -117,7 +120,7 @@ echo "cgroup2-vm: booting ($name); console in $log"
 timeout "${CGROUP2_VM_TIMEOUT:-1800}" qemu-system-x86_64 "${accel[@]}" -m 4096 -smp 2 \
     -nographic -no-reboot -monitor none -serial stdio \
     -kernel "$cache/vmlinuz" -initrd "$cache/initrd.cpio.gz" \
-    -append "console=ttyS0 quiet panic=-1 cgroup_no_v1=all SCRIPT=$repo/ci/cgroup2-vm.sh" \
+    -append "console=ttyS0 quiet panic=-1 cgroup_no_v1=all SCRIPT=$repo/ci/cgroup2-vm.sh${CGROUP2_VM_TESTS:+ CGROUP2_VM_TESTS=$CGROUP2_VM_TESTS}" \
     -virtfs local,path=/,mount_tag=host,security_model=none,readonly=on,multidevs=remap \
     -nic none </dev/null | tee "$log" | grep -v '^\s*$' || true
 result="$(grep -a -o 'CGROUP2-VM-RESULT [0-9]*' "$log" | tail -n 1 | awk '{print $2}')"
