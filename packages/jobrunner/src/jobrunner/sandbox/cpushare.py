@@ -11,12 +11,15 @@ bomb at a tenth of the weight still took the run time p99 of short jobs beside i
 demoted, spent most of its CPU time in the kernel (a syscall storm), is "heavy" and is capped at
 `HEAVY_CAP` cores while other jobs run. A job that starts caps the heavy ones before it runs, so
 it never shares the CPU with an uncapped one; the cap lifts once a heavy job has been alone for
-`CAP_LINGER_SECONDS` (or is no longer heavy).
+`CAP_LINGER_SECONDS` or is no longer heavy. A fork bomb stays heavy until it has failed no fork
+for as long: capped, it can spend a whole sample throttled (its kernel time runs past the quota
+and is paid back), and lifting the cap at that one quiet sample let it loose again.
 
-A job filling its memory is busy in the kernel too (each new page is a fault the kernel serves),
-but it is not heavy: the filling ends at its memory limit, and a cap would only make it hold its
-memory and its slot for longer. A memory bomb beside other jobs, capped, held its slot for 1.3 s
-instead of 0.6 s, and the jobs queued behind it waited that long.
+A job whose memory grows or shrinks is busy in the kernel too (each new page is a fault the kernel
+serves, each freed one is returned), but it is not heavy: the filling ends at its memory limit,
+the freeing when its memory is gone (a memory bomb frees 512 MiB as it dies of its limit), and a
+cap would only make it hold its memory and its slot for longer. A memory bomb beside other jobs,
+capped, held its slot for 1.3 s instead of 0.6 s, and the jobs queued behind it waited that long.
 """
 
 import asyncio
@@ -31,7 +34,7 @@ from jobrunner.sandbox.cgroups import JobCgroup
 DEMOTE_AFTER_CPU_SECONDS = 0.5
 DEMOTED_WEIGHT = 10  # on cgroup v2's scale, where 100 is the default
 HEAVY_SYSTEM_SHARE = 0.5  # system time over all CPU time in the last sample
-FILLING_BYTES = 2**20  # memory growth in one sample that makes the job's kernel time its own
+CHURN_BYTES = 2**20  # memory growth or shrinkage in one sample that makes kernel time the job's own
 HEAVY_CAP = 0.1  # cores
 CAP_LINGER_SECONDS = 1.0
 SAMPLE_SECONDS = 0.1
@@ -45,6 +48,7 @@ class _Running:
     cgroup: JobCgroup
     demoted: bool = False
     heavy: bool = False
+    forked_at: float | None = None  # when it last ran into its process limit
     capped: bool = False
 
 
@@ -91,10 +95,15 @@ class CpuShare:
                     await asyncio.to_thread(job.cgroup.set_cpu_weight, DEMOTED_WEIGHT)
             # v1 sums the live processes, so a sample can go down when some of them end.
             spent_user, spent_system = max(0.0, user - before[0]), max(0.0, system - before[1])
-            filling = memory - before[3] >= FILLING_BYTES
+            churning = abs(memory - before[3]) >= CHURN_BYTES
             busy_in_kernel = spent_system > HEAVY_SYSTEM_SHARE * (spent_user + spent_system)
-            busy_in_kernel = busy_in_kernel and not filling
-            job.heavy = failures > before[2] or (job.demoted and busy_in_kernel)
+            busy_in_kernel = busy_in_kernel and not churning
+            if failures > before[2]:
+                job.forked_at = self.clock()
+            forking = (
+                job.forked_at is not None and self.clock() - job.forked_at < CAP_LINGER_SECONDS
+            )
+            job.heavy = forking or (job.demoted and busy_in_kernel)
             shared = self.clock() - self._shared_at < CAP_LINGER_SECONDS
             if (job.heavy and shared) != job.capped:
                 job.capped = not job.capped
