@@ -8,11 +8,15 @@ capacity away. The scenario runs three phases on one server:
 
 1. idle: 30 jobs one after the other from one client (the latency floor, for reference);
 2. unloaded: the 20 normal users alone for SECONDS;
-3. loaded: the same 20 users for SECONDS while, for the whole window, 5 WebSocket followers of a
-   job with an 8 MiB log never read (each is replaced by a new one when the server drops it), 5
-   uploads trickle a few bytes a second (each is reopened when the server times it out), and a fork
-   bomb, a memory bomb and a job writing a non-UTF-8 output name run with the window as their time
-   limit (the log job too), so they hold their slots until it ends.
+3. loaded: the same 20 users for SECONDS while, for the whole window, a fork bomb that first
+   writes an 8 MiB log holds its slot (the window is its time limit), 5 WebSocket followers of
+   that live log never read (each is replaced by a new one when the server drops it), 5 uploads
+   trickle a few bytes a second (each is reopened when the server times it out), and a memory bomb
+   and a job writing a non-UTF-8 output name run (with the window as their limit too).
+
+The hostile jobs are the issue's list and nothing else. An earlier version gave the followers a
+job of their own that slept for the window: a fourth long job, not hostile (any server owes a
+sleeping job its slot), that left the normal users one slot of four until the memory bomb ended.
 
 The target compares phase 3 with phase 2: hostile traffic may at most double the normal users' p99
 latency (submit to finished, queueing included). The loaded p99 against the idle p99 (the
@@ -25,7 +29,10 @@ Why users who pause and not a flood: with every client submitting again the mome
 that measures throughput (`make bench` does), not interference.
 
 `python benchmarks/hostile.py [SECONDS]` (60 by default). Needs root (nsjail). To see what each
-attack costs, `HOSTILE=fork,memory,bad-name,log,followers,uploads` (the default: all) picks parts.
+attack costs, `HOSTILE=fork,memory,bad-name,followers,uploads` (the default: all) picks parts
+(the followers follow the fork bomb's log, so `followers` brings the fork bomb);
+`HOSTILE_TRACE=FILE` writes a line per normal job (its start in the phase, latency, time in the
+sandbox) and one per hostile job.
 """
 
 import asyncio
@@ -52,19 +59,17 @@ from support.servers import ServerProcess  # noqa: E402
 
 BIN = Path(sys.executable).parent
 CLIENTS = 20
-PARTS = ("fork", "memory", "bad-name", "log", "followers", "uploads")
+PARTS = ("fork", "memory", "bad-name", "followers", "uploads")
 THINK_SECONDS = 2.0  # a normal user's mean pause between a result and the next submission
 STALL_SECONDS = 5  # the server's follower stall limit in this scenario
 NORMAL = "print(sum(range(100000)))\n"
-FORK_BOMB = (
-    "import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass\n"
+FORK_BOMB = (  # an 8 MiB log for the followers first
+    "import os, sys\nline = 'h' * 1023 + '\\n'\nfor _ in range(8 * 1024):\n"
+    "    sys.stdout.write(line)\nsys.stdout.flush()\n"
+    "while True:\n    try:\n        os.fork()\n    except OSError:\n        pass\n"
 )
 MEMORY_BOMB = "blocks = []\nwhile True:\n    blocks.append(bytearray(2**20))\n"
 BAD_NAME = "open(b'out-\\xff.txt', 'wb').write(b'x')\nopen('ok.txt', 'w').write('ok')\n"
-BIG_LOG = (
-    "import sys, time\nline = 'h' * 1023 + '\\n'\nfor _ in range(8 * 1024):\n"
-    "    sys.stdout.write(line)\nsys.stdout.flush()\ntime.sleep(10**6)\n"
-)
 
 
 def rss(pid: int) -> int:
@@ -103,6 +108,13 @@ async def run_job(
     job_id = await submit(client, url, code, ip, timeout)
     if job_id is None:
         return time.monotonic() - started, None
+    return await finished(client, url, job_id, started)
+
+
+async def finished(
+    client: httpx.AsyncClient, url: str, job_id: str, started: float
+) -> tuple[float, dict]:
+    """Poll until the job has finished: (seconds since `started`, its record)."""
     while True:
         record = (await client.get(f"{url}/status/{job_id}")).json()
         if record["status"] in ("completed", "failed"):
@@ -119,18 +131,23 @@ class Phase:
     submitted: int = 0
     refused: int = 0
     failed: int = 0
+    trace: list[str] = field(default_factory=list)  # one line per job, for HOSTILE_TRACE
 
 
 async def normal_users(client: httpx.AsyncClient, url: str, seconds: float) -> Phase:
     phase = Phase()
-    deadline = time.monotonic() + seconds
+    start = time.monotonic()
+    deadline = start + seconds
 
     async def user(n: int) -> None:
         think = random.Random(n)  # the same pauses in every phase
         await asyncio.sleep(think.uniform(0, THINK_SECONDS))  # users do not start in step
         while time.monotonic() < deadline:
             phase.submitted += 1
+            at = time.monotonic() - start
             took, record = await run_job(client, url, NORMAL, f"10.5.0.{n}")
+            wall = record["wall_seconds"] if record else None
+            phase.trace.append(f"{at:.3f} user={n} took={took:.3f} wall={wall}")
             if record is None:
                 phase.refused += 1
             elif record["status"] == "completed":
@@ -199,22 +216,22 @@ async def scenario(url: str, pid: int, seconds: float) -> list[Row]:
         until = time.monotonic() + seconds
         parts = set(os.environ.get("HOSTILE", ",".join(PARTS)).split(","))
         hostile = []
-        if parts & {"log", "followers"}:
-            big_log = await submit(client, url, BIG_LOG, "10.8.0.1", timeout=window)
-            assert big_log is not None, "the log job was refused"
+        bombs: dict[str, asyncio.Task[tuple[float, dict | None]]] = {}
+        if parts & {"fork", "followers"}:
+            fork = await submit(client, url, FORK_BOMB, "10.6.0.0", timeout=window)
+            assert fork is not None, "the fork bomb was refused"
+            bombs["fork"] = asyncio.create_task(finished(client, url, fork, time.monotonic()))
             if "followers" in parts:
-                hostile += [asyncio.create_task(non_reader(url, big_log, until)) for _ in range(5)]
+                hostile += [asyncio.create_task(non_reader(url, fork, until)) for _ in range(5)]
         if "uploads" in parts:
             hostile += [
                 asyncio.create_task(slow_upload(url, f"10.7.0.{n}", until)) for n in range(5)
             ]
-        bombs = {
-            name: asyncio.create_task(run_job(client, url, code, f"10.6.0.{n}", timeout=window))
-            for n, (name, code) in enumerate(
-                (("fork", FORK_BOMB), ("memory", MEMORY_BOMB), ("bad-name", BAD_NAME))
-            )
-            if name in parts
-        }
+        for n, (name, code) in enumerate((("memory", MEMORY_BOMB), ("bad-name", BAD_NAME)), 1):
+            if name in parts:
+                bombs[name] = asyncio.create_task(
+                    run_job(client, url, code, f"10.6.0.{n}", timeout=window)
+                )
 
         async def sample() -> None:
             nonlocal peak
@@ -240,6 +257,17 @@ async def scenario(url: str, pid: int, seconds: float) -> list[Row]:
         for name, (_, record) in zip(bombs, bomb_records, strict=True)
     )
     print(f"hostile jobs: {bomb_text}", file=sys.stderr)
+    if trace := os.environ.get("HOSTILE_TRACE"):
+        lines = [
+            f"{name} {line}"
+            for name, p in (("unloaded", unloaded), ("loaded", loaded))
+            for line in p.trace
+        ]
+        lines += [
+            f"bomb {name} took={took:.3f} record={record}"
+            for name, (took, record) in zip(bombs, bomb_records, strict=True)
+        ]
+        Path(trace).write_text("\n".join(lines) + "\n")
     for name, phase in (("unloaded", unloaded), ("loaded", loaded)):
         print(
             f"{name}: {len(phase.latencies)} normal jobs completed of {phase.submitted} submitted "
