@@ -35,6 +35,7 @@ test: dev system $(EXT_STAMP)
 
 # The sandbox tests on a cgroup-v2-only kernel in a qemu VM (root; slow under TCG; not in `test`).
 test-cgroup2: dev
+	@bash ci/system-packages.sh ci/vm-packages.txt
 	bash ci/cgroup2-vm.sh
 
 lint: dev

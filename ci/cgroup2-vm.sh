@@ -7,8 +7,8 @@
 # top, then `switch_root`s into it and runs this script again with `--inside`: that mounts cgroup2
 # on /sys/fs/cgroup and runs pytest from this worktree's .venv (`make dev` first). KVM when
 # /dev/kvm is usable, TCG otherwise (slower; `-cpu max` because nsjail wants a newer x86-64 level
-# than qemu's default CPU model). Needs root and the Debian packages qemu-system-x86,
-# busybox-static and cpio. The kernel and initramfs are cached in .cache/cgroup2-vm.
+# than qemu's default CPU model). Needs root and the Debian packages in ci/vm-packages.txt
+# (`make test-cgroup2` installs them). The kernel and initramfs are cached in .cache/cgroup2-vm.
 #
 # Exit status: pytest's inside the VM (0: every test passed), or 2 when the VM did not report.
 # CGROUP2_VM_TESTS=id,id,... runs those pytest ids instead of the set below (the kernel command line
@@ -53,7 +53,7 @@ fi
 
 [ "$(id -u)" = 0 ] || { echo "cgroup2-vm: needs root" >&2; exit 2; }
 for tool in qemu-system-x86_64 cpio; do
-    command -v "$tool" >/dev/null || { echo "cgroup2-vm: missing $tool (apt-get install qemu-system-x86 busybox-static cpio)" >&2; exit 2; }
+    command -v "$tool" >/dev/null || { echo "cgroup2-vm: missing $tool (make test-cgroup2 installs ci/vm-packages.txt)" >&2; exit 2; }
 done
 [ -x /bin/busybox ] || { echo "cgroup2-vm: missing /bin/busybox (busybox-static)" >&2; exit 2; }
 [ -x "$repo/.venv/bin/python" ] || { echo "cgroup2-vm: run make dev first" >&2; exit 2; }

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# Installs the Debian packages listed in ci/debian-packages.txt that are missing.
+# Installs the missing Debian packages of a list (ci/debian-packages.txt unless one is named).
 # Only on a root Debian machine; elsewhere it says what is missing, and the tests that need it
 # skip with that message (or fail when CI=true).
 set -euo pipefail
-list="$(dirname "$0")/debian-packages.txt"
+list="${1:-$(dirname "$0")/debian-packages.txt}"
 mapfile -t wanted < <(sed 's/#.*//' "$list" | awk 'NF {print $1}')
 command -v dpkg-query >/dev/null || { echo "note: not a Debian system; install: ${wanted[*]}" >&2; exit 0; }
 missing=()
@@ -11,7 +11,7 @@ for package in "${wanted[@]}"; do
     dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "ok installed" || missing+=("$package")
 done
 # Debian's nodejs ships npm separately; NodeSource's includes it.
-command -v npm >/dev/null || missing+=("npm")
+[[ " ${wanted[*]} " != *" nodejs "* ]] || command -v npm >/dev/null || missing+=("npm")
 [ ${#missing[@]} -eq 0 ] && exit 0
 if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
     echo "installing Debian packages: ${missing[*]}"
