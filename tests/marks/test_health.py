@@ -225,6 +225,19 @@ def test_shell_stat_and_broken_show_the_last_check(marks, web):
     assert "client_error 404" in stat.out and "not yet confirmed" in stat.out
 
 
+def test_the_shell_confirms_by_the_users_rule(marks, web):
+    # With `health_confirm_hours` 0 one failure is proof enough: the CLI says so, and the shell
+    # (which once used the default 4 hours whatever the config said) must agree.
+    assert marks("config", "set", "health_confirm_hours", "0").code == 0
+    _add(marks, web.url("/status/404"))
+    check = marks("bookmark", "health", *FAST)
+    assert check.code == 0 and "not yet confirmed" not in check.out + check.err
+    listing = marks.process("shell", "-c", "ls /broken")
+    assert "1" in listing.out and "not yet confirmed" not in listing.out
+    stat = marks.process("shell", "-c", "stat /bookmarks/1")
+    assert "client_error 404" in stat.out and "not yet confirmed" not in stat.out
+
+
 def test_history_is_removed_with_its_bookmark(db_path, web):
     library = Library(Store(db_path))
     bookmark = library.add(web.url("/ok"))

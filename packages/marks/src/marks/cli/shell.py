@@ -56,6 +56,7 @@ def shell(script: str | None) -> None:
         aliases=aliases,
         save_aliases=remember,
         history=past,
+        config=s.config,
     )
     context = click.get_current_context()
     if script is not None:

@@ -12,6 +12,7 @@ import subprocess
 import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 from marks import clock, limits, vfs
 from marks.exceptions import MarksError
@@ -21,6 +22,9 @@ from marks.query import quote_words
 from marks.rows import NAMES
 from marks.shell.lexer import Invocation, ShellError
 from marks.wire import Bookmark
+
+if TYPE_CHECKING:  # the health service loads only when a command needs it (start-up time)
+    from marks.health import Health
 
 FIELDS = (*NAMES[1:], "id")  # what `ls` shows in a bookmark: its fields, the id last
 EDITABLE = ("title", "description", "url", "tags")
@@ -52,6 +56,7 @@ class Session:
     save_aliases: Callable[[dict[str, str]], None] = lambda aliases: None
     history: Callable[[], list[str]] = list
     edit_text: Callable[[str, str], str] | None = None
+    config: dict[str, Any] = field(default_factory=dict)  # the user's settings (health rules)
     fs: Filesystem = field(init=False)
 
     def __post_init__(self) -> None:
@@ -153,10 +158,8 @@ class Commands:
         """In /broken: the links whose failure is not confirmed by a later check yet."""
         if location.path != "/broken":
             return set()
-        from marks.health import Health
-
         ids = [e.bookmark.id for e in entries if not e.is_dir and e.bookmark is not None]
-        return Health(self.s.library).unconfirmed_ids(ids)
+        return self._health().unconfirmed_ids(ids)
 
     def _entry_line(self, entry: Entry, long: bool) -> str:
         if entry.is_dir:
@@ -290,10 +293,14 @@ class Commands:
         self.out(f"    dirs: {sum(1 for e in listing.entries if e.is_dir)}")
         self.out(f"   marks: {listing.bookmarks_total}")
 
-    def _health_line(self, bookmark_id: int) -> None:
-        from marks.health import Health
+    def _health(self) -> "Health":
+        """The health service with the user's rules (`health_confirm_hours`), as the CLI uses."""
+        from marks.health import Health, options_from_config
 
-        last = Health(self.s.library).last(bookmark_id)
+        return Health(self.s.library, options_from_config(self.s.config))
+
+    def _health_line(self, bookmark_id: int) -> None:
+        last = self._health().last(bookmark_id)
         if last is None:
             self.out(f"{'health':>13} = never checked")
             return
