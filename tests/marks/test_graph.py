@@ -166,6 +166,16 @@ def test_work_is_bounded_when_everyone_shares_a_tag(marks, library):
     assert len(degrees) == 400 and min(degrees) >= WINDOW
 
 
+def test_one_connection_builds_again(library):
+    library.import_records(
+        [Record(url=f"https://site{n}.example/", tags=["common"]) for n in range(5)]
+    )
+    first = build(library.store)
+    library.add("https://site9.example/", tags=["common"])
+    second = build(library.store)  # the first build's temporary tables are gone
+    assert (first.nodes, second.nodes) == (5, 6) and second.edges > first.edges
+
+
 def test_deleting_a_bookmark_removes_its_edges(marks, sample):
     assert marks("bookmark", "delete", str(sample["b"]), "--yes").code == 0
     assert sample["b"] not in neighbour_rows(marks, sample["a"])

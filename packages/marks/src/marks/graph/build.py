@@ -28,6 +28,8 @@ from marks.store import Store
 
 WINDOW = 10  # candidates per bookmark per tag and per site, on each side
 
+# Every temporary table `_build` creates: dropped before and after each build, so one connection
+# (a server's, a shell's) can build again and again.
 _TEMP = (
     "g_expand",
     "g_mem",
@@ -38,7 +40,9 @@ _TEMP = (
     "g_cand",
     "g_link",
     "g_linkkey",
+    "g_shared",
     "g_scored",
+    "g_keep",
 )
 
 
