@@ -11,7 +11,7 @@ from what the server does.
 import sys
 import threading
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import anyio
@@ -68,6 +68,9 @@ class Endpoint:
     response: Any = None
     errors: tuple[int, ...] = ()  # besides 400/401/403/413 which any route may answer
     raw: bool = False  # the handler is `async (request, libraries, settings)` and answers itself
+    # Path parameters that take one of a few words ({"format": ("json", "html")}): documented as
+    # an enum; the handler still answers 404 for any other word, as for an unknown id.
+    choices: dict[str, tuple[str, ...]] = field(default_factory=dict, hash=False)
 
 
 @dataclass
