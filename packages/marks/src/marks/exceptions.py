@@ -22,3 +22,7 @@ class Duplicate(MarksError):
 
 class Invalid(MarksError):
     """What the person asked for cannot be done as asked (bad value, bad syntax)."""
+
+
+class Conflict(MarksError):
+    """The library is not in the state the operation needs (the graph is not built yet)."""
