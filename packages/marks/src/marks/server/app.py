@@ -15,6 +15,7 @@ from marks.server import (
     openapi,
     routes_bookmarks,
     routes_content,
+    routes_graph,
     routes_health,
     routes_library,
     routes_plugins,
@@ -33,6 +34,7 @@ STATIC = Path(__file__).with_name("static")
 MODULES = (
     routes_bookmarks,
     routes_content,
+    routes_graph,
     routes_health,
     routes_library,
     routes_plugins,

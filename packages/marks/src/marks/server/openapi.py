@@ -12,7 +12,8 @@ _PATH_PARAM = re.compile(r"\{(\w+)(?::(\w+))?\}")
 ALWAYS = {400: "Bad request", 401: "Missing or wrong token", 403: "Refused (Host or cross-site)"}
 PHRASES = {
     404: "Not found",
-    409: "Duplicate (existing_id names the bookmark)",
+    409: "Conflict: a duplicate (existing_id names the bookmark), an item queued already, or "
+    "the graph not built yet",
     413: "Body too large",
     422: "Invalid input",
     429: "Busy (another batch is running; Retry-After says when to ask again)",
