@@ -26,3 +26,7 @@ class Invalid(MarksError):
 
 class Conflict(MarksError):
     """The library is not in the state the operation needs (the graph is not built yet)."""
+
+
+class NotAllowed(MarksError):
+    """Not for this caller: the server refuses a browser profile path it did not find itself."""
