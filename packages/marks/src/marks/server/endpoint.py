@@ -22,7 +22,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from marks import health
-from marks.exceptions import Conflict
+from marks.exceptions import Conflict, NotAllowed
 from marks.filters import FilterError
 from marks.formats import FormatError
 from marks.library import Duplicate, Invalid, Library, MarksError, NotFound
@@ -206,6 +206,8 @@ def domain_error(error: Exception) -> HTTPError:
         return HTTPError(409, "Conflict", message)
     if isinstance(error, NotFound):
         return HTTPError(404, "Not found", message)
+    if isinstance(error, NotAllowed):
+        return HTTPError(403, "Forbidden", message)
     if isinstance(error, Busy):
         return HTTPError(429, "Too many requests", message, headers={"Retry-After": "5"})
     if isinstance(error, FilterError):

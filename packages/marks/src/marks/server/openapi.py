@@ -11,6 +11,7 @@ from marks.server.endpoint import MAX_ID, Endpoint, ErrorOut, Param
 _PATH_PARAM = re.compile(r"\{(\w+)(?::(\w+))?\}")
 ALWAYS = {400: "Bad request", 401: "Missing or wrong token", 403: "Refused (Host or cross-site)"}
 PHRASES = {
+    403: "Refused (Host or cross-site), or a browser profile path the server did not find",
     404: "Not found",
     409: "Conflict: a duplicate (existing_id names the bookmark), an item queued already, or "
     "the graph not built yet",
