@@ -88,7 +88,9 @@ def detected_profile(browser: str, path: str, home: Path | str | None = None) ->
     for found in profiles.find(home, (browser,)):
         if os.path.normpath(found.path) == wanted:
             return found
-    raise UnknownProfile(f"{path!r} is not a {browser} profile found under the home directory")
+    raise UnknownProfile(
+        f"{path[:200]!r} is not a {browser} profile found under the home directory"
+    )
 
 
 def _records(
