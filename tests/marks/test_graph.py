@@ -3,7 +3,6 @@
 import itertools
 import json
 
-import networkx
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -13,6 +12,7 @@ from marks.graph.build import WINDOW, build
 from marks.graph.query import neighbours
 from marks.library import Library, Record
 from marks.store import Store
+from support.graphfiles import read_graph
 from support.websites import Websites
 
 
@@ -107,12 +107,7 @@ def test_exports_read_back_by_networkx(marks, tmp_path, sample, fmt):
     target = tmp_path / f"graph.{fmt}"
     result = marks("graph", "export", fmt, "--file", str(target))
     assert result.code == 0, result.err
-    if fmt == "gexf":
-        graph = networkx.read_gexf(target)
-    elif fmt == "graphml":
-        graph = networkx.read_graphml(target)
-    else:
-        graph = networkx.node_link_graph(json.loads(target.read_text()), edges="edges")
+    graph = read_graph(fmt, target.read_bytes())
     store = Store(tmp_path / "library.db")
     stored = {
         (str(s), str(t)): w
@@ -164,6 +159,16 @@ def test_work_is_bounded_when_everyone_shares_a_tag(marks, library):
         )
     ]
     assert len(degrees) == 400 and min(degrees) >= WINDOW
+
+
+def test_one_connection_builds_again(library):
+    library.import_records(
+        [Record(url=f"https://site{n}.example/", tags=["common"]) for n in range(5)]
+    )
+    first = build(library.store)
+    library.add("https://site9.example/", tags=["common"])
+    second = build(library.store)  # the first build's temporary tables are gone
+    assert (first.nodes, second.nodes) == (5, 6) and second.edges > first.edges
 
 
 def test_deleting_a_bookmark_removes_its_edges(marks, sample):
@@ -237,13 +242,7 @@ def test_every_export_round_trips_through_networkx(tmp_path_factory, entries):
     for fmt in ("gexf", "graphml", "json"):
         out = io.StringIO()
         assert export(store, fmt, out) == (len(entries), len(stored))
-        text = out.getvalue()
-        if fmt == "gexf":
-            graph = networkx.read_gexf(io.BytesIO(text.encode()), node_type=int)
-        elif fmt == "graphml":
-            graph = networkx.parse_graphml(text, node_type=int)
-        else:
-            graph = networkx.node_link_graph(json.loads(text), edges="edges")
+        graph = read_graph(fmt, out.getvalue().encode(), node_type=int)
         assert graph.number_of_nodes() == len(entries)
         assert {tuple(sorted(e)): graph.edges[e]["weight"] for e in graph.edges} == pytest.approx(
             stored

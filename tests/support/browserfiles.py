@@ -345,3 +345,81 @@ def write_safari_history(safari: Path, pages: list[tuple[str, str, list[dt.datet
         )
     db.execute("COMMIT")
     db.close()
+
+
+# --- sample homes (the CLI's and the server's browser tests read the same ones) ------------------
+
+T1 = dt.datetime(2021, 3, 4, 5, 6, 7, tzinfo=UTC)
+T2 = dt.datetime(2023, 8, 9, 10, 11, 12, tzinfo=UTC)
+T3 = dt.datetime(2025, 1, 2, 3, 4, 5, tzinfo=UTC)
+
+
+def chrome_home(home: Path) -> Path:
+    """Chrome with two profiles: Default ("Personal": 3 bookmarks and a bookmarklet in folders)
+    and Profile 1 ("Work", the last used: one bookmark). Returns the user-data directory."""
+    user_data = home / ".config/google-chrome"
+    write_local_state(user_data, {"Default": "Personal", "Profile 1": "Work"}, "Profile 1")
+    write_chromium_bookmarks(
+        user_data / "Default",
+        bar=[
+            chromium_url("Rust Book", "https://doc.rust-lang.org/book/", T1, 5),
+            chromium_folder(
+                "Dev",
+                [
+                    chromium_folder(
+                        "Python/Async",
+                        [
+                            chromium_url(
+                                "asyncio", "https://docs.python.org/3/library/asyncio.html", T2, 7
+                            )
+                        ],
+                        8,
+                    ),
+                    chromium_url("bookmarklet", "javascript:alert(1)", T2, 9),
+                ],
+                6,
+            ),
+        ],
+        other=[chromium_url("Example", "https://example.com/", T3, 10)],
+    )
+    write_chromium_bookmarks(
+        user_data / "Profile 1",
+        bar=[chromium_url("Work wiki", "https://wiki.example.org/", T2, 5)],
+    )
+    return user_data
+
+
+def firefox_profile(home: Path) -> tuple[Path, Places]:
+    """A snap Firefox's default profile: 3 bookmarks (tags, nested folders), a `place:` query,
+    a page only visited. Returns the profile and its open places.sqlite."""
+    base = home / "snap/firefox/common/.mozilla/firefox"
+    profile = base / "x1y2z3.default"
+    write_profiles_ini(
+        base,
+        {
+            "Profile0": {
+                "Name": "default",
+                "IsRelative": "1",
+                "Path": "x1y2z3.default",
+                "Default": "1",
+            }
+        },
+    )
+    places = Places(profile / "places.sqlite")
+    places.db.execute("BEGIN")
+    reading = places.folder("Reading", MENU)
+    deep = places.folder("Deep, nested", reading)
+    places.bookmark(
+        "https://www.mozilla.org/",
+        "Mozilla",
+        TOOLBAR,
+        T1,
+        tags=["browsers", "oss"],
+        visits=[T1, T2],
+    )
+    places.bookmark("https://lwn.net/", "LWN", deep, T2, tags=["news"])
+    places.bookmark("https://unfiled.example/", "Unfiled", UNFILED, T3)
+    places.bookmark("place:sort=8&maxResults=10", "Most Visited", TOOLBAR, T1)
+    places.place("https://visited.example/only", "Only visited", [T3])
+    places.db.execute("COMMIT")
+    return profile, places

@@ -9,8 +9,12 @@ from support.servers import ServerProcess
 
 
 def start_marks(db: Path, home: Path, *args: str, env: dict[str, str] | None = None):
-    """`marks serve --port 0` with XDG dirs under `home`; returns the running ServerProcess."""
+    """`marks serve --port 0` with XDG dirs and HOME under `home` (`home/home`: the browser
+    profiles the server finds are the ones a test writes there, never the user's); returns the
+    running ServerProcess."""
+    (home / "home").mkdir(parents=True, exist_ok=True)
     environment = {
+        "HOME": str(home / "home"),
         "XDG_CONFIG_HOME": str(home / "config"),
         "XDG_DATA_HOME": str(home / "data"),
         "XDG_STATE_HOME": str(home / "state"),

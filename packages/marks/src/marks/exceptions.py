@@ -22,3 +22,11 @@ class Duplicate(MarksError):
 
 class Invalid(MarksError):
     """What the person asked for cannot be done as asked (bad value, bad syntax)."""
+
+
+class Conflict(MarksError):
+    """The library is not in the state the operation needs (the graph is not built yet)."""
+
+
+class NotAllowed(MarksError):
+    """Not for this caller: the server refuses a browser profile path it did not find itself."""

@@ -8,13 +8,22 @@ visit of bookmarked pages; `all_history` also adds visited pages that are not bo
 
 import contextlib
 import datetime as dt
+import os
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Protocol
 
 import msgspec
 
-from marks.browsers import BrowserError, chromium, firefox, profiles, safari
+from marks.browsers import (
+    BrowserError,
+    NoProfile,
+    UnknownProfile,
+    chromium,
+    firefox,
+    profiles,
+    safari,
+)
 from marks.browsers.paths import BROWSERS, FAMILY
 from marks.browsers.profiles import Profile
 from marks.browsers.visits import Visit
@@ -65,6 +74,23 @@ def list_profiles(
         except BrowserError as error:
             profile.error = str(error)
     return found
+
+
+def detected_profile(browser: str, path: str, home: Path | str | None = None) -> Profile:
+    """The profile of `browser` at `path`, if the finder found it under `home`; else
+    UnknownProfile. For a caller who must not make marks read any directory it names (a client
+    of the server): it can pick a profile `list_profiles` shows, nothing else. The path is only
+    compared as text with what was found (`~` and `..` resolved as text, symlinks not followed),
+    so the caller's path itself is never opened."""
+    if browser == "all":
+        raise Invalid("a profile belongs to one browser, not all")
+    wanted = os.path.normpath(os.path.expanduser(path))
+    for found in profiles.find(home, (browser,)):
+        if os.path.normpath(found.path) == wanted:
+            return found
+    raise UnknownProfile(
+        f"{path[:200]!r} is not a {browser} profile found under the home directory"
+    )
 
 
 def _records(
@@ -145,7 +171,7 @@ def import_browser(
         if not chosen:
             where = Path(home) if home is not None else Path.home()
             what = "browser" if browser == "all" else browser
-            raise BrowserError(f"no {what} profile found under {where}")
+            raise NoProfile(f"no {what} profile found under {where}")
     results: list[BrowserImport] = []
     with _rehearsal(library) if dry_run else contextlib.nullcontext():
         for name, found in chosen.items():

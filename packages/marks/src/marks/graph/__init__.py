@@ -11,7 +11,7 @@ from collections.abc import Iterable
 
 import msgspec
 
-from marks.library import MarksError
+from marks.exceptions import Conflict
 
 TAG_WEIGHT = 1.0  # times the Jaccard index (0..1)
 SITE_WEIGHT = 0.5  # same registrable domain
@@ -66,5 +66,36 @@ def counted_tags(names: Iterable[str]) -> set[str]:
     return expanded
 
 
-class NotBuilt(MarksError):
-    pass
+class NotBuilt(Conflict):
+    """Neighbours, stats and exports read the stored graph: `graph build` makes it."""
+
+
+class GraphNode(msgspec.Struct, kw_only=True):
+    """A node of the JSON export: one bookmark."""
+
+    id: int
+    label: str  # the title, else the URL
+    url: str
+    domain: str
+    tags: str  # comma-separated
+
+
+class GraphEdge(msgspec.Struct, kw_only=True):
+    """An edge of the JSON export, stored once (source < target)."""
+
+    source: int
+    target: int
+    weight: float
+    tags: float  # the Jaccard part
+    site: str  # the registrable domain both are on, or ""
+    link: int  # 1: source links to target, 2: the reverse, 3: both, 0: none
+
+
+class NodeLinkGraph(msgspec.Struct, kw_only=True):
+    """The JSON export: networkx's node-link format (`node_link_graph(data, edges="edges")`)."""
+
+    directed: bool
+    multigraph: bool
+    graph: dict[str, str]
+    nodes: list[GraphNode]
+    edges: list[GraphEdge]

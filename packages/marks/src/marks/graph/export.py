@@ -11,6 +11,7 @@ from xml.sax.saxutils import escape, quoteattr
 
 import msgspec
 
+from marks.graph import GraphEdge, GraphNode
 from marks.graph.query import require_built
 from marks.store import Store
 
@@ -130,27 +131,22 @@ def _text(value: object) -> str:
 
 
 def _json(store: Store, out: TextIO) -> tuple[int, int]:
-    """networkx's node-link format (`networkx.node_link_graph(data, edges="edges")`)."""
+    """networkx's node-link format, as `NodeLinkGraph` describes it (written piece by piece)."""
     encode = msgspec.json.Encoder().encode
     out.write('{"directed": false, "multigraph": false, "graph": {"name": "marks"},\n"nodes": [')
     nodes = edges = 0
     for bookmark_id, label, url, domain, tags in _nodes(store):
         out.write(",\n" if nodes else "\n")
         nodes += 1
-        node = {"id": bookmark_id, "label": label, "url": url, "domain": domain, "tags": tags}
+        node = GraphNode(id=bookmark_id, label=label, url=url, domain=domain, tags=tags)
         out.write(encode(node).decode())
     out.write('\n],\n"edges": [')
     for source, target, weight, jaccard, site, link in _edges(store):
         out.write(",\n" if edges else "\n")
         edges += 1
-        edge = {
-            "source": source,
-            "target": target,
-            "weight": weight,
-            "tags": jaccard,
-            "site": site,
-            "link": link,
-        }
+        edge = GraphEdge(
+            source=source, target=target, weight=weight, tags=jaccard, site=site, link=link
+        )
         out.write(encode(edge).decode())
     out.write("\n]}\n")
     return nodes, edges

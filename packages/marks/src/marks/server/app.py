@@ -14,7 +14,9 @@ from starlette.staticfiles import StaticFiles
 from marks.server import (
     openapi,
     routes_bookmarks,
+    routes_browsers,
     routes_content,
+    routes_graph,
     routes_health,
     routes_library,
     routes_plugins,
@@ -32,7 +34,9 @@ STATIC = Path(__file__).with_name("static")
 # adds its `routes_<name>.py` here, and its web view as `static/views/<name>.js`.
 MODULES = (
     routes_bookmarks,
+    routes_browsers,
     routes_content,
+    routes_graph,
     routes_health,
     routes_library,
     routes_plugins,

@@ -11,7 +11,7 @@ from what the server does.
 import sys
 import threading
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import anyio
@@ -22,11 +22,13 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from marks import health
+from marks.exceptions import Conflict, NotAllowed
 from marks.filters import FilterError
 from marks.formats import FormatError
 from marks.library import Duplicate, Invalid, Library, MarksError, NotFound
 from marks.plugins import Context, Plugins
 from marks.queue import AlreadyQueued
+from marks.server.graph_builds import GraphBuilds
 from marks.server.health_checks import Busy, HealthChecks
 from marks.server.settings import ServerSettings
 from marks.store import Store, StoreError
@@ -68,6 +70,9 @@ class Endpoint:
     response: Any = None
     errors: tuple[int, ...] = ()  # besides 400/401/403/413 which any route may answer
     raw: bool = False  # the handler is `async (request, libraries, settings)` and answers itself
+    # Path parameters that take one of a few words ({"format": ("json", "html")}): documented as
+    # an enum; the handler still answers 404 for any other word, as for an unknown id.
+    choices: dict[str, tuple[str, ...]] = field(default_factory=dict, hash=False)
 
 
 @dataclass
@@ -102,6 +107,7 @@ class Libraries:
         self._plugins_started = False
         self._checks: HealthChecks | None = None
         self._checks_lock = threading.Lock()
+        self.graph_builds = GraphBuilds(self.open_library)
 
     def start_plugins(self) -> None:
         """Load the plugins (and run their `on_load`) before worker threads share them."""
@@ -196,8 +202,12 @@ def domain_error(error: Exception) -> HTTPError:
         return HTTPError(409, "Duplicate", message, existing_id=error.existing_id)
     if isinstance(error, AlreadyQueued):
         return HTTPError(409, "Already queued", message)
+    if isinstance(error, Conflict):  # the CLI's one-line error (exit 1) for the same state
+        return HTTPError(409, "Conflict", message)
     if isinstance(error, NotFound):
         return HTTPError(404, "Not found", message)
+    if isinstance(error, NotAllowed):
+        return HTTPError(403, "Forbidden", message)
     if isinstance(error, Busy):
         return HTTPError(429, "Too many requests", message, headers={"Retry-After": "5"})
     if isinstance(error, FilterError):

@@ -28,10 +28,10 @@ MAX_RESULTS = 10_000  # per check; the counts always cover every link
 
 
 class Busy(MarksError):
-    """Another batch is running (429)."""
+    """Another batch (or graph build) is running (429)."""
 
-    def __init__(self, running: str) -> None:
-        super().__init__(f"check {running} is still running: one batch at a time")
+    def __init__(self, running: str, what: str = "check") -> None:
+        super().__init__(f"{what} {running} is still running: one at a time")
         self.running = running
 
 

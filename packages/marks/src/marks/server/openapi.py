@@ -5,14 +5,16 @@ from typing import Any
 
 import msgspec
 
-from marks import __version__, transfer
+from marks import __version__
 from marks.server.endpoint import MAX_ID, Endpoint, ErrorOut, Param
 
 _PATH_PARAM = re.compile(r"\{(\w+)(?::(\w+))?\}")
 ALWAYS = {400: "Bad request", 401: "Missing or wrong token", 403: "Refused (Host or cross-site)"}
 PHRASES = {
+    403: "Refused (Host or cross-site), or a browser profile path the server did not find",
     404: "Not found",
-    409: "Duplicate (existing_id names the bookmark)",
+    409: "Conflict: a duplicate (existing_id names the bookmark), an item queued already, or "
+    "the graph not built yet",
     413: "Body too large",
     422: "Invalid input",
     429: "Busy (another batch is running; Retry-After says when to ask again)",
@@ -35,17 +37,17 @@ def _param_schema(param: Param) -> dict[str, Any]:
     return schema
 
 
-def _path_parameters(path: str) -> tuple[str, list[dict]]:
+def _path_parameters(endpoint: Endpoint) -> tuple[str, list[dict]]:
     parameters = []
-    for name, convertor in _PATH_PARAM.findall(path):
+    for name, convertor in _PATH_PARAM.findall(endpoint.path):
         if convertor == "int":
             schema: dict[str, Any] = {"type": "integer", "minimum": 0, "maximum": MAX_ID}
-        elif name == "format":
-            schema = {"type": "string", "enum": []}  # filled per endpoint below
+        elif name in endpoint.choices:
+            schema = {"type": "string", "enum": list(endpoint.choices[name])}
         else:
             schema = {"type": "string", "minLength": 1, "pattern": "^[^\\x00]*$"}
         parameters.append({"name": name, "in": "path", "required": True, "schema": schema})
-    return _PATH_PARAM.sub(r"{\1}", path), parameters
+    return _PATH_PARAM.sub(r"{\1}", endpoint.path), parameters
 
 
 def build(endpoints: list[Endpoint]) -> dict[str, Any]:
@@ -67,13 +69,7 @@ def build(endpoints: list[Endpoint]) -> dict[str, Any]:
 
     paths: dict[str, dict] = {}
     for endpoint in endpoints:
-        path, parameters = _path_parameters(endpoint.path)
-        for parameter in parameters:
-            if parameter["name"] == "format":
-                formats = (
-                    transfer.EXPORT_FORMATS if endpoint.method == "GET" else transfer.IMPORT_FORMATS
-                )
-                parameter["schema"]["enum"] = list(formats)
+        path, parameters = _path_parameters(endpoint)
         parameters += [
             {
                 "name": p.name,
