@@ -49,6 +49,9 @@ def shell(script: str | None) -> None:
     def write(text: str) -> None:
         sys.stdout.write(text)
 
+    def notify(text: str) -> None:
+        click.echo(f"marks: {text}", err=True)
+
     session = Session(
         s.library,
         write=write,
@@ -56,6 +59,7 @@ def shell(script: str | None) -> None:
         aliases=aliases,
         save_aliases=remember,
         history=past,
+        notify=notify,
     )
     context = click.get_current_context()
     if script is not None:
