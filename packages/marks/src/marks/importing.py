@@ -53,6 +53,8 @@ class Importer:
         self.next_id = self.first_new
         self.merged: set[int] = set()  # rows whose tags changed after insert (refreshed at end)
         self.reindex: set[int] = set()  # existing rows taken out of the index while merged
+        # The full-text indexes this import keeps: none without FTS5 (see `marks.store`).
+        self.indexes = INDEXES if self.store.full_text() else {}
 
     def problem(self, where: str, text: str) -> None:
         self.report.problems.append(f"{where}: {text}" if where else text)
@@ -181,7 +183,7 @@ class Importer:
     def merge(self, bookmark_id: int, entry: _Entry) -> None:
         if bookmark_id < self.first_new and bookmark_id not in self.reindex:
             # Out of the indexes before it changes; back in with the new rows at the end.
-            for index, (source, columns) in INDEXES.items():
+            for index, (source, columns) in self.indexes.items():
                 self.store.execute(
                     f"INSERT INTO {index} ({index}, rowid, {columns}) "
                     f"SELECT 'delete', id, {columns} FROM {source} WHERE id = ?",
@@ -287,10 +289,14 @@ def bulk_load(importer: Importer) -> Iterator[None]:
     the new and merged rows in one statement (ten times faster at 100,000 bookmarks).
 
     The triggers are dropped and re-created inside the same transaction (SQLite's DDL is
-    transactional), so a failure or crash restores them with everything else.
+    transactional), so a failure or crash restores them with everything else. Without FTS5 the
+    index's triggers are not there (see `marks.store`) and there is no index to fill.
     """
     store = importer.store
-    dropped = [("TRIGGER", name) for name in INDEX_TRIGGERS]
+    present = {
+        name for (name,) in store.execute("SELECT name FROM sqlite_schema WHERE type = 'trigger'")
+    }
+    dropped = [("TRIGGER", name) for name in INDEX_TRIGGERS if name in present]
     if importer.first_new <= REBUILD_BELOW:
         # A small library: its secondary indexes are built once at the end (sorted) rather than
         # grown row by row at random places; url_key's UNIQUE index stays, lookups need it.
@@ -314,7 +320,7 @@ def bulk_load(importer: Importer) -> Iterator[None]:
             "WHERE bt.bookmark_id = bookmarks.id ORDER BY t.name)) WHERE id = ?",
             [(bookmark_id,) for bookmark_id in importer.merged],
         )
-    for index, (source, columns) in INDEXES.items():
+    for index, (source, columns) in importer.indexes.items():
         store.execute(
             f"INSERT INTO {index} (rowid, {columns}) "
             f"SELECT id, {columns} FROM {source} WHERE id >= ?",

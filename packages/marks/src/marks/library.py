@@ -12,8 +12,8 @@ from marks import clock, formats, limits, search, tagnames, urls
 from marks.exceptions import Duplicate, Invalid, MarksError, NotFound
 from marks.rows import COLUMNS
 from marks.rows import to_bookmark as row_to_bookmark
-from marks.store import Store
-from marks.wire import Bookmark, ImportReport, SearchHit, TagCount, TagStats, TagUse
+from marks.store import NO_FTS5, Store
+from marks.wire import Bookmark, ImportReport, TagCount, TagStats, TagUse
 
 __all__ = ["Duplicate", "Invalid", "Library", "MarksError", "NotFound", "Record"]
 
@@ -33,6 +33,7 @@ SORTS = {  # name -> (order, reversed order); unvisited bookmarks come last by d
     "id": ("id", "id DESC"),
 }
 EDITABLE = {"url", "title", "description", "tags", "starred", "archived"}
+FULL_TEXT_MISSING = f"full-text search unavailable ({NO_FTS5}): substring search"
 
 
 # What an importer found: a Bookmark not stored yet (id 0), before the library's rules apply.
@@ -173,13 +174,19 @@ class Library:
 
     def search(
         self, text: str, *, fts: bool = True, limit: int | None = limits.SEARCH_RESULTS
-    ) -> list[SearchHit]:
+    ) -> search.SearchResults:
+        """Hits, best first. Full text on a SQLite without FTS5 is the same query as substring
+        matches, and the results say so once (`fallback`) for the front end to show."""
         if self.plugins is not None:
             text = self.plugins.chain("search_enhancer", text)
         try:
-            if fts:
-                return search.full_text(self.store, text, limit)
-            return search.substring(self.store, text, limit)
+            if not fts:
+                return search.SearchResults(search.substring(self.store, text, limit))
+            if self.store.full_text():
+                hits = search.full_text(self.store, text, limit)
+                return search.SearchResults(hits, full_text=True)
+            hits = search.query_substring(self.store, text, limit)
+            return search.SearchResults(hits, fallback=FULL_TEXT_MISSING)
         except search.QueryError as error:
             raise Invalid(str(error)) from None
 

@@ -42,6 +42,8 @@ def info(library: Library) -> dict:
         "journal_mode": store.value("PRAGMA journal_mode"),
         # Bookmarks kept apart when a migration found them to be one page (db dedupe merges them).
         "url_key_collisions": store.value("SELECT count(*) FROM url_key_collisions"),
+        # False: this SQLite has no FTS5, and `search --fts` falls back to substring search.
+        "full_text_search": store.has_fts,
     }
 
 
@@ -105,6 +107,7 @@ def merge_duplicates(library: Library, groups: list[list[int]]) -> int:
 
 
 def build_index(library: Library) -> int:
+    library.store.require_full_text("cannot build the full-text index")
     with library.store.transaction():
         for index in ("bookmarks_fts", "bookmarks_words"):  # stemmed words, and prefixes
             library.store.execute(f"INSERT INTO {index} ({index}) VALUES ('rebuild')")
@@ -113,6 +116,7 @@ def build_index(library: Library) -> int:
 
 def index_stats(library: Library) -> dict:
     store = library.store
+    store.require_full_text("no full-text index to report on")
     for index in ("bookmarks_fts", "bookmarks_words"):
         store.execute(f"INSERT INTO {index} ({index}, rank) VALUES ('integrity-check', 1)")
     pages = (

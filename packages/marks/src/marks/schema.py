@@ -2,11 +2,27 @@
 
 Opening an older file runs the missing migrations in one transaction. Never edit a migration that
 has shipped: add a new one.
+
+Each migration is two parts: the data's own tables (`schema`) and what it does to the full-text
+index (`full_text`), which needs FTS5. A SQLite without FTS5 runs the first part only; the store
+later builds the index by replaying every `full_text` part in order (see `marks.store`), so the
+index has one definition: its history here. Migrations 1, 3 and 5 were split in two when
+migration 8 came (5's view moved before its index statements); on a SQLite with FTS5 they do
+what they always did.
 """
 
-MIGRATIONS: list[str] = [
+from typing import NamedTuple
+
+
+class Migration(NamedTuple):
+    schema: str
+    full_text: str = ""  # the FTS5 statements: skipped, and replayed later, without FTS5
+
+
+STEPS: list[Migration] = [
     # 1: bookmarks, tags, the full-text index and the triggers that keep it in sync.
-    """
+    Migration(
+        """
     CREATE TABLE bookmarks (
         id INTEGER PRIMARY KEY,
         url TEXT NOT NULL,
@@ -63,6 +79,8 @@ MIGRATIONS: list[str] = [
         WHERE id IN (SELECT bookmark_id FROM bookmark_tags WHERE tag_id = NEW.id);
     END;
 
+    """,
+        """
     CREATE VIRTUAL TABLE bookmarks_fts USING fts5 (
         title, description, url, tags,
         content = 'bookmarks', content_rowid = 'id',
@@ -84,8 +102,10 @@ MIGRATIONS: list[str] = [
         VALUES (NEW.id, NEW.title, NEW.description, NEW.url, NEW.tags);
     END;
     """,
+    ),
     # 2: the reading queue (priority 1 is highest; progress 100 completes an item).
-    """
+    Migration(
+        """
     CREATE TABLE reading_queue (
         bookmark_id INTEGER PRIMARY KEY REFERENCES bookmarks (id) ON DELETE CASCADE,
         priority INTEGER NOT NULL DEFAULT 3 CHECK (priority BETWEEN 1 AND 5),
@@ -94,10 +114,13 @@ MIGRATIONS: list[str] = [
         completed_at TEXT
     );
     CREATE INDEX reading_queue_open ON reading_queue (completed_at, priority, progress);
-    """,
+    """
+    ),
     # 3 (search words): an unstemmed copy of the full-text index, so `programm*` finds
     # "Programming" (prefixes against the porter index match stems only: "program").
-    """
+    Migration(
+        "",
+        """
     CREATE VIRTUAL TABLE bookmarks_words USING fts5 (
         title, description, url, tags,
         content = 'bookmarks', content_rowid = 'id',
@@ -120,12 +143,14 @@ MIGRATIONS: list[str] = [
     END;
     INSERT INTO bookmarks_words (bookmarks_words) VALUES ('rebuild');
     """,
+    ),
     # 4 (tag keys): tags are one whatever their case in every script (`Äpfel` = `äpfel`), so
     # each has its Unicode case-folded name as a unique key, computed by SQLite from the name
     # (the deterministic `casefold()` the store registers), so no writer can forget or fake it.
     # Tags that now collide are merged into the oldest spelling, every bookmark keeping its tags;
     # `tag_merges` records each merge and the store reports them once.
-    """
+    Migration(
+        """
     ALTER TABLE tags ADD COLUMN key TEXT GENERATED ALWAYS AS (casefold(name)) VIRTUAL;
     CREATE TABLE tag_merges (name TEXT NOT NULL, kept TEXT NOT NULL, bookmarks INTEGER NOT NULL);
     INSERT INTO tag_merges (name, kept, bookmarks)
@@ -138,12 +163,15 @@ MIGRATIONS: list[str] = [
         WHERE t.id != (SELECT min(id) FROM tags k WHERE k.key = t.key);
     DELETE FROM tags WHERE id != (SELECT min(id) FROM tags k WHERE k.key = tags.key);
     CREATE UNIQUE INDEX tags_key ON tags (key);
-    """,
+    """
+    ),
     # 5: link health history, the page content cache, and cached page text in the full-text index.
     # The index's content becomes a view joining bookmarks and page text; page text changes reach
     # the index through page_content's own triggers. Never INSERT OR REPLACE into page_content
-    # (REPLACE deletes without firing triggers): upsert instead.
-    """
+    # (REPLACE deletes without firing triggers): upsert instead. (The view, plain SQL, now comes
+    # before the index's statements; on a SQLite with FTS5 the effect is the same.)
+    Migration(
+        """
     CREATE TABLE health_checks (
         id INTEGER PRIMARY KEY,
         bookmark_id INTEGER NOT NULL REFERENCES bookmarks (id) ON DELETE CASCADE,
@@ -177,13 +205,15 @@ MIGRATIONS: list[str] = [
         error TEXT NOT NULL DEFAULT ''
     );
 
+    CREATE VIEW bookmarks_fts_source AS
+        SELECT b.id, b.title, b.description, b.url, b.tags, coalesce(c.text, '') AS page_text
+        FROM bookmarks b LEFT JOIN page_content c ON c.bookmark_id = b.id;
+    """,
+        """
     DROP TRIGGER bookmarks_fts_insert;
     DROP TRIGGER bookmarks_fts_delete;
     DROP TRIGGER bookmarks_fts_update;
     DROP TABLE bookmarks_fts;
-    CREATE VIEW bookmarks_fts_source AS
-        SELECT b.id, b.title, b.description, b.url, b.tags, coalesce(c.text, '') AS page_text
-        FROM bookmarks b LEFT JOIN page_content c ON c.bookmark_id = b.id;
     CREATE VIRTUAL TABLE bookmarks_fts USING fts5 (
         title, description, url, tags, page_text,
         content = 'bookmarks_fts_source', content_rowid = 'id',
@@ -237,11 +267,13 @@ MIGRATIONS: list[str] = [
         WHERE id = OLD.bookmark_id;
     END;
     """,
+    ),
     # 6: url_key becomes a real normalisation that keeps the fragment (urls.key, registered on the
     # connection as marks_url_key). Bookmarks that now share a key are all kept: the oldest takes
     # the key, the others keep a key no URL can have (it holds a line break) and are listed in
     # url_key_collisions, which `db info` counts and `db dedupe` offers to merge.
-    """
+    Migration(
+        """
     CREATE TEMP TABLE rekey AS SELECT id, marks_url_key(url) AS new_key FROM bookmarks;
     CREATE INDEX temp.rekey_by_key ON rekey (new_key, id);
     CREATE TABLE url_key_collisions (
@@ -260,10 +292,12 @@ MIGRATIONS: list[str] = [
             WHERE c.bookmark_id = bookmarks.id) || char(10) || 'collision ' || id
         WHERE id IN (SELECT bookmark_id FROM url_key_collisions);
     DROP TABLE temp.rekey;
-    """,
+    """
+    ),
     # 7: the bookmark graph (`graph build`): undirected edges, each stored once (source < target),
     # with what makes them: tag similarity, a shared registrable domain, links in cached pages.
-    """
+    Migration(
+        """
     CREATE TABLE graph_edges (
         source INTEGER NOT NULL,           -- bookmarks.id; the trigger below removes edges of
         target INTEGER NOT NULL,           -- deleted bookmarks (no foreign keys: a rebuild
@@ -285,7 +319,31 @@ MIGRATIONS: list[str] = [
         nodes INTEGER NOT NULL,
         edges INTEGER NOT NULL
     );
-    """,
+    """
+    ),
+    # 8 (optional full-text index): nothing in the file changes; from here on its full-text index
+    # may be absent. A SQLite without FTS5 creates files without it, and drops its triggers when
+    # it opens a file that has one (a write would fail in them); a SQLite with FTS5 builds the
+    # index again from the bookmarks on opening (`marks.store`). The version is the fence: an
+    # older marks, which would trust a stale index or miss an absent one, refuses the file.
+    Migration("-- nothing to change: the version number is the point"),
 ]
 
-VERSION = len(MIGRATIONS)
+# Each migration whole, as one script (for tests that build files as an older marks left them).
+MIGRATIONS: list[str] = [step.schema + step.full_text for step in STEPS]
+VERSION = len(STEPS)
+
+# The index as the last migration leaves it: its tables, and the triggers that keep it in sync.
+# Without FTS5 the triggers are dropped (the tables stay: dropping them needs the module).
+FULL_TEXT_TABLES = ("bookmarks_fts", "bookmarks_words")
+FULL_TEXT_TRIGGERS = (
+    "bookmarks_fts_insert",
+    "bookmarks_fts_delete",
+    "bookmarks_fts_update",
+    "bookmarks_words_insert",
+    "bookmarks_words_delete",
+    "bookmarks_words_update",
+    "page_content_fts_insert",
+    "page_content_fts_update",
+    "page_content_fts_delete",
+)

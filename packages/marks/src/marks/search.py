@@ -7,8 +7,11 @@ as written ("Programming"), which the stemmed index cannot (it holds "program").
 phrase goes to the stemmed index, every prefix to the unstemmed one. User text is always quoted,
 so no user text is FTS5 syntax. Tags and stand-alone negations become SQL. Results are ranked by
 BM25 with the title weighted highest (the sum over both indexes), and carry a snippet.
+
+Without FTS5 (see `marks.store`) the same query tree becomes substring matches (`query_substring`).
 """
 
+from collections.abc import Iterable
 from typing import Any
 
 from marks.query import FIELDS, And, Node, Not, Or, QueryError, Tag, Text, parse, quote_words
@@ -17,11 +20,38 @@ from marks.rows import to_bookmark as row_to_bookmark
 from marks.tagnames import key as tag_key
 from marks.wire import SearchHit
 
-__all__ = ["FIELDS", "QueryError", "full_text", "parse", "quote_words", "substring"]
+__all__ = [
+    "FIELDS",
+    "QueryError",
+    "SearchResults",
+    "full_text",
+    "parse",
+    "query_substring",
+    "quote_words",
+    "substring",
+]
 
 STEMMED, WORDS = "bookmarks_fts", "bookmarks_words"
 WEIGHTS = "10.0, 3.0, 2.0, 5.0"  # title, description, url, tags (same columns in both indexes)
 QUALIFIED = qualified("b")
+SUBSTRING_COLUMNS = ("title", "url", "description", "tags")
+
+
+class SearchResults(list[SearchHit]):
+    """The hits, best first, and how they were found: `full_text` when FTS5 ranked them;
+    `fallback`, when not None, is the one line a front end shows (full-text search was asked for
+    and substring search ran)."""
+
+    def __init__(
+        self,
+        hits: Iterable[SearchHit] = (),
+        *,
+        full_text: bool = False,
+        fallback: str | None = None,
+    ) -> None:
+        super().__init__(hits)
+        self.full_text = full_text
+        self.fallback = fallback
 
 
 def _table(node: Text) -> str:
@@ -207,13 +237,37 @@ def substring(store: Any, text: str, limit: int | None) -> list[SearchHit]:
     """Case-insensitive (ASCII) substring match in title, URL, description and tags."""
     if not _encodable(text).strip():
         raise QueryError("empty search")
-    pattern = "%" + like_escape(text) + "%"
-    clause = " OR ".join(
-        f"b.{column} LIKE ? ESCAPE '\\'" for column in ("title", "url", "description", "tags")
-    )
+    return _newest(store, Text(text), limit)
+
+
+def query_substring(store: Any, text: str, limit: int | None) -> list[SearchHit]:
+    """The query language where FTS5 is missing: each word or phrase a substring as in
+    `substring` (a prefix too; no stemming), in the field named if any; tags, AND, OR and NOT as
+    with FTS5. Unranked: newest first, without snippets."""
+    return _newest(store, parse(_encodable(text)), limit)
+
+
+def _newest(store: Any, tree: Node, limit: int | None) -> list[SearchHit]:
+    bindings: list[Any] = []
+    where = _like(tree, bindings)
     rows = store.execute(
-        f"SELECT {QUALIFIED} FROM bookmarks b WHERE {clause} "
-        "ORDER BY b.added DESC, b.id DESC LIMIT ?",
-        [pattern] * 4 + [-1 if limit is None else limit],
+        f"SELECT {QUALIFIED} FROM bookmarks b WHERE {where} ORDER BY b.added DESC, b.id DESC "
+        "LIMIT ?",
+        [*bindings, -1 if limit is None else limit],
     ).fetchall()
     return [SearchHit(row_to_bookmark(row)) for row in rows]
+
+
+def _like(node: Node, bindings: list[Any]) -> str:
+    """The tree as LIKE clauses (column names come from FIELDS, never from the user)."""
+    if isinstance(node, Text):
+        columns = (node.field,) if node.field else SUBSTRING_COLUMNS
+        bindings.extend(["%" + like_escape(node.words) + "%"] * len(columns))
+        return "(" + " OR ".join(f"b.{column} LIKE ? ESCAPE '\\'" for column in columns) + ")"
+    if isinstance(node, Tag):
+        bindings.extend(tag_bindings(node.name))
+        return "b." + tag_clause()
+    if isinstance(node, Not):
+        return f"NOT ({_like(node.child, bindings)})"
+    joiner = " AND " if isinstance(node, And) else " OR "
+    return "(" + joiner.join(_like(child, bindings) for child in node.children) + ")"

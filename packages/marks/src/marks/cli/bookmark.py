@@ -149,6 +149,8 @@ def search(query: tuple[str, ...], fts: bool | None, limit: int | None) -> None:
     s = state()
     use_fts = fts if fts is not None else s.config["search_fts"]
     hits = s.library.search(" ".join(query), fts=use_fts, limit=limit or s.config["search_limit"])
+    if hits.fallback:  # no FTS5 here: said once, on stderr, so JSON output stays JSON
+        click.echo(f"marks: {hits.fallback}", err=True)
     show.bookmarks(hits, s.format)
 
 

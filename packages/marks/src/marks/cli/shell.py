@@ -49,6 +49,9 @@ def shell(script: str | None) -> None:
     def write(text: str) -> None:
         sys.stdout.write(text)
 
+    def notify(text: str) -> None:
+        click.echo(f"marks: {text}", err=True)
+
     session = Session(
         s.library,
         write=write,
@@ -57,6 +60,7 @@ def shell(script: str | None) -> None:
         save_aliases=remember,
         history=past,
         config=s.config,
+        notify=notify,
     )
     context = click.get_current_context()
     if script is not None:

@@ -1,5 +1,7 @@
 """Reading the library as a whole: statistics, search, and the dates tree."""
 
+from typing import Annotated, Literal
+
 import msgspec
 
 from marks import vfs
@@ -28,8 +30,19 @@ class Stats(msgspec.Struct):
 
 class SearchResult(msgspec.Struct):
     query: str
-    fts: bool
+    fts: bool  # what was asked for
     hits: list[SearchHit]  # best first; with fts a snippet marks matches as [word]
+    method: Annotated[
+        Literal["fts", "substring"],
+        msgspec.Meta(
+            description="what ran: fts (ranked full text) or substring; substring although "
+            "fts was asked for means this SQLite has no FTS5 (the same query, each word or "
+            "phrase a substring, newest first, no snippets)"
+        ),
+    ]
+    notice: Annotated[
+        str | None, msgspec.Meta(description="why the search ran otherwise than asked, if it did")
+    ]
 
 
 class Period(msgspec.Struct):
@@ -53,7 +66,8 @@ def search(library: Library, call: Call) -> SearchResult:
     if not q["q"].strip():
         raise HTTPError(400, "Bad query", "empty search")
     hits = library.search(q["q"], fts=q["fts"], limit=q["limit"])
-    return SearchResult(q["q"], q["fts"], hits)
+    method: Literal["fts", "substring"] = "fts" if hits.full_text else "substring"
+    return SearchResult(q["q"], q["fts"], list(hits), method, hits.fallback)
 
 
 GRANULARITIES = ("year", "month", "day")
@@ -90,7 +104,8 @@ def by_date(library: Library, call: Call) -> DatePage:
 
 ENDPOINTS = [
     Endpoint("GET", "/stats", "Counts about the library", stats, response=Stats),
-    Endpoint("GET", "/search", "Search: substring, or ranked full text with fts=1", search,
+    Endpoint("GET", "/search", "Search: substring, or ranked full text with fts=1 (substring "
+             "where this SQLite has no FTS5: `method` and `notice` say so)", search,
              (Param("q", str, None, "the query (with fts: words, prefix*, \"phrases\", AND/OR/NOT,"
                     " title:, url:, #tag)", required=True),
               Param("fts", bool, False, "ranked full-text search with snippets"),

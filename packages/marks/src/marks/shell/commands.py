@@ -57,6 +57,8 @@ class Session:
     history: Callable[[], list[str]] = list
     edit_text: Callable[[str, str], str] | None = None
     config: dict[str, Any] = field(default_factory=dict)  # the user's settings (health rules)
+    notify: Callable[[str], None] = lambda text: None  # a remark beside the output (CLI: stderr)
+    noted: set[str] = field(default_factory=set)  # remarks made already: each is made once
     fs: Filesystem = field(init=False)
 
     def __post_init__(self) -> None:
@@ -210,6 +212,9 @@ class Commands:
         location = self.here()
         # The shell removed the person's quotes: put back the phrases they meant.
         hits = self.s.library.search(quote_words(args), fts=True, limit=None)
+        if hits.fallback and hits.fallback not in self.s.noted:  # once a session, not per find
+            self.s.noted.add(hits.fallback)
+            self.s.notify(f"find: {hits.fallback}")
         scope = None if location.path == "/" else set(self.s.fs.ids(location, below=True))
         for hit in hits:
             if scope is None or hit.bookmark.id in scope:

@@ -128,7 +128,8 @@ async function load(append = false) {
       paint(false, result.hits.map((hit) => row(hit.bookmark, hit)));
       $("#list").dataset.view = `search:${state.search}`; // what the list now shows (for tests too)
       $("#more").hidden = true;
-      message(result.hits.length ? `${result.hits.length} result(s)` : "nothing found");
+      const found = result.hits.length ? `${result.hits.length} result(s)` : "nothing found";
+      message(result.notice ? `${found} — ${result.notice}` : found); // e.g. no FTS5: substring
       return;
     }
     $("#heading").textContent = state.view.title;
