@@ -2,6 +2,7 @@
 
 import contextlib
 import json
+import re
 
 from hypothesis import given
 from hypothesis import strategies as st
@@ -37,7 +38,8 @@ fields = st.fixed_dictionaries(
         ),
         "env": st.one_of(
             st.dictionaries(
-                st.sampled_from(["A", "LD_PRELOAD", "PYTHONHOME", "lower", "X_1"]),
+                st.sampled_from(["A", "LD_PRELOAD", "PYTHONHOME", "lower", "X_1", "A\n", "B\r"])
+                | st.text(max_size=6),
                 st.text(max_size=5),
             ),
             json_values,
@@ -64,6 +66,19 @@ def test_any_manifest_is_parsed_safely_or_refused_clearly(document):
     assert 1 <= manifest.timeout <= 300 and 16 <= manifest.memory_mb <= 512
     assert len(manifest.args) <= 64
     assert not any(name.startswith("LD_") or name == "PYTHONHOME" for name in manifest.env)
+    assert all(re.fullmatch("[A-Z_][A-Z0-9_]*", name) for name in manifest.env)
+
+
+def test_a_name_with_a_final_newline_is_no_environment_variable_name():
+    # Python's `$` matches before a final newline: "A\n" once passed as a name.
+    for name in ("A\n", "LD_PRELOAD\n", "PATH\r", "A B"):
+        document = json.dumps({"entrypoint": "main.py", "env": {name: "x"}})
+        try:
+            parse(document, **OFFER)
+        except ManifestError as error:
+            assert "env" in str(error)
+        else:
+            raise AssertionError(f"{name!r} was accepted")
 
 
 @given(st.binary(max_size=60))

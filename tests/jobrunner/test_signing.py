@@ -143,6 +143,12 @@ CONFUSIONS = [
         lambda r: r["output_files"]["a.txt"].update(size_bytes=True),
     ),
     ("wall_seconds", lambda r: r.update(wall_seconds="0.9")),
+    # Signed as whole milliseconds: a 4th decimal changes the value without changing the message.
+    ("wall_seconds", lambda r: r.update(wall_seconds=r["wall_seconds"] + 0.0004)),
+    (
+        "execution_metadata.cpu_seconds",
+        lambda r: r["execution_metadata"].update(cpu_seconds=0.0004),
+    ),
     ("failure", lambda r: r.update(failure=0)),
     ("worker_metadata", lambda r: r.update(worker_metadata=[r["worker_metadata"]])),
     # A listing whose key is not its entry's path: a client indexing by key would be misled.
@@ -318,6 +324,23 @@ def test_verify_command_on_a_real_record(server, tmp_path):
         [JOBRUNNER, "verify", "-"], input="not json", capture_output=True, text=True
     )
     assert junk.returncode == 2 and junk.stderr.startswith("jobrunner: not a JSON status record")
+
+
+@pytest.mark.parametrize(
+    ("text", "why"),
+    [
+        ('{"job_id": "a", "job_id": "b"}', "the key 'job_id' appears twice in one object"),
+        ("[" * 100_000 + "]" * 100_000, "nested too deeply"),
+        ('{"wall_seconds": NaN}', "NaN is not a JSON number"),
+    ],
+    ids=["duplicate-key", "deep", "nan"],
+)
+def test_verify_reads_the_record_strictly_and_says_why_in_one_line(text, why):
+    # A key given twice means two readers may see two records; a deep nesting once crashed
+    # `verify` with a traceback.
+    done = subprocess.run([JOBRUNNER, "verify", "-"], input=text, capture_output=True, text=True)
+    assert done.returncode == 2
+    assert done.stderr == f"jobrunner: not a JSON status record: {why}\n"
 
 
 def test_the_readme_example_message_is_what_we_sign():

@@ -252,6 +252,30 @@ def download(job_id: str, paths: tuple[str, ...], directory: Path, server: str) 
         _say(f"downloaded {saved}", err=True)
 
 
+def _strict_json(data: bytes) -> Any:
+    """JSON as a verifier must read it: one value per key (with a key twice, which one did the
+    signer mean?), no NaN or Infinity, and a nesting too deep is an error, not a crash."""
+    import json
+
+    def once(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+        found: dict[str, Any] = {}
+        for key, value in pairs:
+            if key in found:
+                raise ValueError(f"the key {key!r:.60} appears twice in one object")
+            found[key] = value
+        return found
+
+    def refuse(name: str) -> Any:
+        raise ValueError(f"{name} is not a JSON number")
+
+    try:
+        return json.loads(data, object_pairs_hook=once, parse_constant=refuse)
+    except RecursionError:
+        raise ValueError("nested too deeply") from None
+    except UnicodeDecodeError as error:
+        raise ValueError(f"not UTF-8 ({error.reason} at byte {error.start})") from None
+
+
 @click.command()
 @click.argument("record", type=click.File("rb"), default="-")
 @click.option("--worker-id", help="Only accept a signature by this worker key (base64).")
@@ -262,13 +286,11 @@ def verify(
 ) -> None:
     """Check the signature of a status record (a file or - for standard input); say what
     failed (which field, which output) when it does not verify."""
-    import msgspec
-
     from jobrunner.signing import RecordProblem, check_record
 
     try:
-        data: Any = msgspec.json.decode(record.read())
-    except msgspec.DecodeError as error:
+        data: Any = _strict_json(record.read())
+    except ValueError as error:
         _say(f"jobrunner: not a JSON status record: {error}", err=True)
         sys.exit(2)
     try:

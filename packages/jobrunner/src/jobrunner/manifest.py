@@ -14,7 +14,7 @@ from jobrunner import paths
 from jobrunner.wire import Manifest, decode_manifest
 
 INTERPRETER_BY_EXTENSION = {".py": "python", ".sh": "bash", ".js": "node"}
-_FORBIDDEN_ENV = re.compile(r"^(LD_.*|PYTHONHOME)$")
+_FORBIDDEN_ENV = re.compile(r"LD_.*|PYTHONHOME")  # whole names: see fullmatch below
 
 
 class ManifestError(ValueError):
@@ -81,7 +81,7 @@ def parse(
         if "\x00" in arg:
             raise ManifestError(f"args[{index}]: NUL character not allowed")
     for name, value in manifest.env.items():
-        if _FORBIDDEN_ENV.match(name):
+        if _FORBIDDEN_ENV.fullmatch(name):
             raise ManifestError(f"Environment variable not allowed: {name}")
         if "\x00" in value:
             raise ManifestError(f"env.{name}: NUL character not allowed")

@@ -59,7 +59,7 @@ from jobrunner.wire import (
 
 log = logging.getLogger("jobrunner.pool")
 # What a job id may look like before the pool ever puts one into an upstream URL.
-JOB_ID = re.compile(r"^[A-Za-z0-9_-]{16,64}$")
+JOB_ID = re.compile(r"[A-Za-z0-9_-]{16,64}")  # fullmatch: `$` would let a final newline in
 _API_ERRORS = (aiohttp.ClientError, TimeoutError, msgspec.DecodeError)
 
 
@@ -265,7 +265,7 @@ class Pool:
                     accepted = msgspec.json.decode(answer, type=SubmitResult)
                 except msgspec.DecodeError:
                     accepted = None
-                if accepted is None or not JOB_ID.match(accepted.job_id):
+                if accepted is None or not JOB_ID.fullmatch(accepted.job_id):
                     refusals.append(f"{worker.url}: an answer that is not a submit result")
                     continue
                 self.jobs[accepted.job_id] = PoolJob(

@@ -159,10 +159,14 @@ def _is_count(value: object) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and value >= 0
 
 
-def _is_amount(value: object) -> bool:
+def _is_seconds(value: object) -> bool:
     if isinstance(value, bool) or not isinstance(value, int | float):
         return False
-    return math.isfinite(value) and value >= 0
+    if not math.isfinite(value) or value < 0:
+        return False
+    # Signed as integer milliseconds: a 4th decimal would be a change the signature cannot see.
+    millis = value * 1000
+    return abs(millis - round(millis)) < 1e-6
 
 
 _KINDS: dict[str, Callable[[object], bool]] = {
@@ -170,7 +174,7 @@ _KINDS: dict[str, Callable[[object], bool]] = {
     "string or null": lambda value: value is None or isinstance(value, str),
     "integer >= 0": _is_count,
     "integer or null": lambda value: value is None or _is_int(value),
-    "number >= 0": _is_amount,
+    "seconds >= 0 with at most 3 decimals": _is_seconds,
     "object": lambda value: isinstance(value, Mapping),
 }
 
@@ -194,12 +198,16 @@ def _check_types(record: Mapping[str, Any]) -> None:
         _expect(name, record.get(name), "string")
     for name in ("failure", "started_at"):
         _expect(name, record.get(name), "string or null")
-    _expect("wall_seconds", record.get("wall_seconds"), "number >= 0")
+    _expect("wall_seconds", record.get("wall_seconds"), "seconds >= 0 with at most 3 decimals")
     if record["status"] not in FINISHED:
         raise RecordProblem(f"status: {record['status']!r} is not finished, so nothing is signed")
     meta = _object("execution_metadata", record.get("execution_metadata"))
     _expect("execution_metadata.exit_code", meta.get("exit_code"), "integer or null")
-    _expect("execution_metadata.cpu_seconds", meta.get("cpu_seconds"), "number >= 0")
+    _expect(
+        "execution_metadata.cpu_seconds",
+        meta.get("cpu_seconds"),
+        "seconds >= 0 with at most 3 decimals",
+    )
     _expect("execution_metadata.memory_peak_bytes", meta.get("memory_peak_bytes"), "integer >= 0")
     _expect("execution_metadata.environment", meta.get("environment"), "string")
     worker = _object("worker_metadata", record.get("worker_metadata"))

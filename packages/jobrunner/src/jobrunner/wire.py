@@ -34,7 +34,8 @@ FAILURES: tuple[Failure, ...] = get_args(Failure)
 
 # --- manifest (form field `manifest`) -----------------------------------------------------------
 
-EnvName = Annotated[str, Meta(pattern=r"^[A-Z_][A-Z0-9_]*$", max_length=128)]
+# `\Z`, not `$`: Python's `$` also matches before a final newline, and "A\n" is no name.
+EnvName = Annotated[str, Meta(pattern=r"^[A-Z_][A-Z0-9_]*\Z", max_length=128)]
 Arg = Annotated[str, Meta(max_length=4096)]
 Pattern = Annotated[str, Meta(min_length=1, max_length=1024)]
 
