@@ -108,8 +108,10 @@ def import_file(
     encoding: str | None = None,
     base_url: str | None = None,
     progress: Callable[[int, int], None] = lambda done, total: None,
+    problems: Callable[[str], None] | None = None,
 ) -> ImportReport:
-    """Import a file; `progress(bytes_read, total_bytes)` is called as records arrive."""
+    """Import a file; `progress(bytes_read, total_bytes)` is called as records arrive;
+    `problems`, if given, takes the report's lines as they come (see `Library.import_records`)."""
     raw = _open(path)
     total = Path(path).stat().st_size if path != "-" else 0
     warnings: list[str] = []
@@ -120,6 +122,7 @@ def import_file(
             update=update,
             strict=strict,
             progress=lambda _: progress(raw.tell() if raw.seekable() else 0, total),
+            problems=problems,
         )
     except UnicodeDecodeError as error:
         raise FormatError(
