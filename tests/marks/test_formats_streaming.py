@@ -4,13 +4,16 @@ the reads, and the JSON reader whatever its batches."""
 
 import codecs
 import io
+import json
 import random
+from unittest import mock
 
+import msgspec
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from marks.formats import FormatError, charset, netscape
+from marks.formats import FormatError, charset, jsonfile, netscape
 
 # --- Netscape HTML in pieces ---------------------------------------------------------------------
 
@@ -228,3 +231,80 @@ def test_undeclared_non_utf8_far_into_the_file_is_found_before_any_text(seekable
         f"not UTF-8 (byte {len(data) - 6}) and no charset declared: read as Windows-1252"
     ]
     assert text == data.decode("cp1252", errors="replace")
+
+
+# --- JSON arrays, in batches ---------------------------------------------------------------------
+
+tricky = st.sampled_from(["plain", 'a "quoted" },{ title', "}, {", "ends with }", "東京 \\ é", ""])
+moment = st.sampled_from(["2021-01-01T10:00:00Z", "2021-01-01T10:00:00", "1600000000", "soon"])
+exported = st.fixed_dictionaries(
+    {"url": st.sampled_from(["https://e.example/", "https://f.example/a"]), "title": tricky},
+    optional={
+        "id": st.integers(0, 9),
+        "tags": st.lists(tricky, max_size=3),
+        "added": moment,
+        "starred": st.booleans(),
+        "visit_count": st.integers(0, 3) | st.just("x"),
+    },
+)
+pinboard = st.fixed_dictionaries(
+    {"href": st.just("https://p.example/"), "description": tricky},
+    optional={"tags": tricky, "toread": st.sampled_from(["yes", "no"]), "time": moment},
+)
+omnivore = st.fixed_dictionaries(
+    {"url": st.just("https://o.example/"), "labels": st.lists(st.builds(dict, name=tricky))},
+    optional={"state": st.just("Archived"), "savedAt": moment},
+)
+odd_items = st.sampled_from([{"title": "no url"}, "a string", 42, None, [], {"url": 42}, {}])
+items = st.lists(exported | pinboard | omnivore | odd_items, max_size=30)
+layouts = st.sampled_from(
+    [{}, {"indent": 2}, {"indent": 1}, {"separators": (",", ":")}, {"separators": (" , ", " : ")}]
+)
+
+
+def read_json(data: bytes, chunk: int) -> list:
+    with mock.patch.object(jsonfile, "CHUNK", chunk):
+        try:
+            return msgspec.to_builtins(list(jsonfile.read(io.BytesIO(data))))
+        except FormatError as error:
+            return [str(error)]
+
+
+@settings(max_examples=300, deadline=None)
+@given(items, layouts, st.integers(1, 400))
+def test_json_array_in_batches_reads_as_in_one_batch(array, layout, chunk):
+    data = json.dumps(array, ensure_ascii=False, **layout).encode()
+    whole = read_json(data, 1 << 30)
+    assert read_json(data, chunk) == whole
+    assert [record["where"] for record in whole] == [f"item {n}" for n in range(1, len(array) + 1)]
+
+
+def test_json_export_lines_are_read_a_batch_at_a_time():
+    item = '{"url": "https://e.example/%d", "title": "t", "tags": ["a"]}'
+    data = ("[\n" + ",\n".join(item % n for n in range(20_000)) + "\n]\n").encode()
+    decoded = []
+    real = jsonfile._batch
+
+    def counted(batch: bytes, number: int):
+        decoded.append(len(batch))
+        return real(batch, number)
+
+    with mock.patch.object(jsonfile, "_batch", counted), mock.patch.object(jsonfile, "CHUNK", 4096):
+        records = list(jsonfile.read(io.BytesIO(data)))
+    assert len(records) == 20_000 and records[-1].where == "item 20000"
+    assert max(decoded) < 3 * 4096  # never more than a batch or two held
+    assert sum(decoded) < 1.2 * len(data)  # each item decoded about once
+
+
+@pytest.mark.parametrize(
+    "tail",
+    [b',\n{"url": "https://x.example/", "title": "broken"', b",\n{bad json}\n]", b"\n] trailing"],
+)
+def test_invalid_json_names_the_byte_of_the_file(tail):
+    item = b'{"url": "https://e.example/", "title": "t"}'
+    data = b"[\n" + b",\n".join([item] * 5000) + tail
+    try:
+        msgspec.json.decode(data)
+    except msgspec.DecodeError as error:
+        expected = f"not valid JSON: {error}"
+    assert read_json(data, 4096) == [expected]
