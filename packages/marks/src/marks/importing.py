@@ -271,8 +271,9 @@ class Importer:
                 self.report.skipped += 1
                 self.problem(entry.where, f"skipped (already bookmarked as {known}): {record.url}")
         self.insert(list(fresh.values()))
-        if len(self.tag_ids) >= CACHE:
+        if len(self.tag_ids) >= CACHE:  # a file with ever new tags: ids are looked up again
             self.tag_ids.clear()
+            self.library._tag_ids.clear()
 
     def unindex(self, bookmark_id: int) -> None:
         """A bookmark of the library out of the indexes before it changes; `bulk_load` puts it
