@@ -6,12 +6,20 @@ database per batch. Every entry is accounted for in the report: added, merged (`
 same page twice in one file), skipped (already bookmarked), invalid, or repaired; `--verbose`
 lists each with where it is in the file. With `strict`, any invalid or repaired entry refuses the
 whole file. The index triggers are off during the load (see `bulk_load`).
+
+Nothing grows with the number of entries: the lines `--verbose` lists go to a callback as they
+come (a `ProblemLog` spools them to a temporary file), the rows merged into are listed in
+temporary tables, and the caches of tags seen are bounded.
 """
 
 import contextlib
 import datetime as dt
+import tempfile
 from collections.abc import Callable, Iterable, Iterator
-from typing import TYPE_CHECKING
+from types import TracebackType
+from typing import IO, TYPE_CHECKING
+
+import msgspec
 
 from marks import clock, tagnames, urls
 from marks.wire import Bookmark, ImportReport
@@ -22,6 +30,74 @@ if TYPE_CHECKING:
 BATCH = 2000
 REBUILD_BELOW = 20_000  # libraries smaller than this get their indexes rebuilt after an import
 _LOOKUP = 500  # url_keys per `IN (...)` lookup
+# Entries per cache of tags already cleaned or looked up. Imports repeat tags from one entry to the
+# next (a folder's bookmarks), so a small cache has almost every hit a large one has; a full cache
+# is emptied, never grown (50,000 tag lists held 20 MB at 100,000 bookmarks).
+CACHE = 2048
+# Temporary tables (the connection's own, dropped at the end): the rows this import merged into,
+# whose tag text is refreshed at the end, and the library's rows it took out of the full-text
+# indexes to do so. Sets of ids here would grow with every duplicate in the file.
+MERGED = "marks_import_merged"
+UNINDEXED = "marks_import_unindexed"
+_encode = msgspec.json.Encoder().encode
+
+
+class ProblemLog:
+    """The lines `--verbose` lists, written as they come to a temporary file (in memory up to
+    1 MiB, then on disk) and read back once the import is done: a file whose million entries are
+    all skipped costs disk, not memory. Call it with a line; iterate it for the lines."""
+
+    def __init__(self) -> None:
+        # The log owns its file for its life: `close()` (or `with`) ends both.
+        self._file: IO[bytes] = tempfile.SpooledTemporaryFile(max_size=1 << 20)  # noqa: SIM115
+        self.count = 0
+
+    def __call__(self, line: str) -> None:
+        # One JSON string per line: a title's own line breaks come back as they were.
+        self._file.write(_encode(line) + b"\n")
+        self.count += 1
+
+    def __iter__(self) -> Iterator[str]:
+        self._file.seek(0)
+        for raw in self._file:
+            yield msgspec.json.decode(raw, type=str)
+
+    def close(self) -> None:
+        self._file.close()
+
+    def __enter__(self) -> "ProblemLog":
+        return self
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+
+def report_json(report: ImportReport, problems: Iterable[str]) -> Iterator[bytes]:
+    """The report as `msgspec.json.encode(report)` writes it, its `problems` taken from
+    `problems` (a ProblemLog) line by line: in chunks of about 64 KiB, never all at once."""
+    parts: list[bytes] = [b"{"]
+    size = 0
+    for index, name in enumerate(report.__struct_fields__):
+        parts.append((b"," if index else b"") + _encode(name) + b":")
+        if name != "problems":
+            parts.append(_encode(getattr(report, name)))
+            continue
+        parts.append(b"[")
+        for number, line in enumerate(problems):
+            part = (b"," if number else b"") + _encode(line)
+            parts.append(part)
+            size += len(part)
+            if size >= 1 << 16:
+                yield b"".join(parts)
+                parts, size = [], 0
+        parts.append(b"]")
+    parts.append(b"}")
+    yield b"".join(parts)
 
 
 class _Entry:
@@ -38,26 +114,36 @@ def _describe(record: Bookmark) -> str:
 
 
 class Importer:
-    def __init__(self, library: "Library", report: ImportReport, update: bool) -> None:
+    def __init__(
+        self,
+        library: "Library",
+        report: ImportReport,
+        update: bool,
+        log: Callable[[str], None] | None = None,
+    ) -> None:
         from marks.library import nocase
 
         self.library = library
         self.store = library.store
         self.report = report
         self.update = update
+        self.log = log if log is not None else report.problems.append
+        self.refusal: str | None = None  # the first invalid or repaired entry (for --strict)
         self.nocase = nocase
         self.tag_cache: dict[str, tuple[str | None, str | None]] = {}
         self.tags_cache: dict[tuple[str, ...], tuple[list[str], list[str]]] = {}
         self.tag_ids: dict[str, int] = {}  # by exact spelling, before the library's own cache
         self.first_new = (self.store.value("SELECT max(id) FROM bookmarks") or 0) + 1
         self.next_id = self.first_new
-        self.merged: set[int] = set()  # rows whose tags changed after insert (refreshed at end)
-        self.reindex: set[int] = set()  # existing rows taken out of the index while merged
         # The full-text indexes this import keeps: none without FTS5 (see `marks.store`).
         self.indexes = INDEXES if self.store.full_text() else {}
 
-    def problem(self, where: str, text: str) -> None:
-        self.report.problems.append(f"{where}: {text}" if where else text)
+    def problem(self, where: str, text: str, *, refuses: bool = False) -> None:
+        """A line for --verbose; `refuses`: the entry is invalid or repaired (--strict says no)."""
+        line = f"{where}: {text}" if where else text
+        self.log(line)
+        if refuses and self.refusal is None:
+            self.refusal = line
 
     # --- checking one record ---------------------------------------------------------------------
 
@@ -76,7 +162,7 @@ class Importer:
                 note = f"tag {name!r} read as {tag!r}"
             except tagnames.InvalidTag:
                 tag, note = None, f"empty tag {name!r} dropped"
-        if len(self.tag_cache) > 50_000:
+        if len(self.tag_cache) >= CACHE:
             self.tag_cache.clear()
         self.tag_cache[name] = (tag, note)
         return tag, note
@@ -89,7 +175,7 @@ class Importer:
             return list(cached[0])
         found: list[str] = []
         tags = self._clean(names, found)
-        if len(self.tags_cache) > 50_000:
+        if len(self.tags_cache) >= CACHE:
             self.tags_cache.clear()
         self.tags_cache[names] = (tags, found)
         notes.extend(found)
@@ -121,27 +207,30 @@ class Importer:
             reason = (
                 "; ".join([str(error), *notes]) if record.url else "; ".join(notes or ["no URL"])
             )
-            self.problem(where, f"invalid ({reason}): {_describe(record)}")
+            self.problem(where, f"invalid ({reason}): {_describe(record)}", refuses=True)
             return None
         tags = self.clean_tags(record.tags, notes)
         notes += url_notes
         if notes:
             self.report.repaired += 1
-            self.problem(where, f"repaired ({'; '.join(notes)}): {_describe(record)}")
+            self.problem(where, f"repaired ({'; '.join(notes)}): {_describe(record)}", refuses=True)
         return _Entry(record, key, domain, tags, where)
 
     # --- writing a batch ----------------------------------------------------------------------
 
-    def _existing(self, keys: list[str]) -> dict[str, int]:
-        found: dict[str, int] = {}
+    def _existing(self, keys: list[str]) -> dict[str, tuple[int, bool]]:
+        """The library's bookmark for each key, and whether this import took it out of the
+        full-text indexes already (it merged an earlier entry of the file into it)."""
+        found: dict[str, tuple[int, bool]] = {}
         for start in range(0, len(keys), _LOOKUP):
             chunk = keys[start : start + _LOOKUP]
             marks = ",".join("?" * len(chunk))
-            found.update(
-                self.store.execute(
-                    f"SELECT url_key, id FROM bookmarks WHERE url_key IN ({marks})", chunk
-                )
-            )
+            for key, bookmark_id, unindexed in self.store.execute(
+                f"SELECT b.url_key, b.id, u.id IS NOT NULL FROM bookmarks b "
+                f"LEFT JOIN temp.{UNINDEXED} u ON u.id = b.id WHERE b.url_key IN ({marks})",
+                chunk,
+            ):
+                found[key] = (bookmark_id, bool(unindexed))
         return found
 
     def write(self, batch: list[_Entry]) -> None:
@@ -149,10 +238,11 @@ class Importer:
             return
         existing = self._existing(list({entry.key for entry in batch}))
         fresh: dict[str, _Entry] = {}
+        unindexed: set[int] = set()  # the library's rows merged into within this batch
         for entry in batch:
             record = entry.record
-            known = existing.get(entry.key)
-            if known is None:
+            found = existing.get(entry.key)
+            if found is None:
                 first = fresh.get(entry.key)
                 if first is None:
                     fresh[entry.key] = entry
@@ -164,7 +254,9 @@ class Importer:
                     entry.where,
                     f"same page as {first.where}, merged into one bookmark: {_describe(record)}",
                 )
-            elif known >= self.first_new or known in self.reindex:  # earlier in this file
+                continue
+            known, earlier = found
+            if known >= self.first_new or earlier or known in unindexed:  # earlier in this file
                 self.merge(known, entry)
                 self.report.skipped += 1
                 self.problem(
@@ -172,6 +264,8 @@ class Importer:
                     f"same page as an earlier entry, merged into one bookmark: {_describe(record)}",
                 )
             elif self.update:
+                self.unindex(known)
+                unindexed.add(known)
                 self.merge(known, entry)
                 self.report.updated += 1
                 self.problem(entry.where, f"merged into bookmark {known}: {_describe(record)}")
@@ -179,19 +273,24 @@ class Importer:
                 self.report.skipped += 1
                 self.problem(entry.where, f"skipped (already bookmarked as {known}): {record.url}")
         self.insert(list(fresh.values()))
+        if len(self.tag_ids) >= CACHE:  # a file with ever new tags: ids are looked up again
+            self.tag_ids.clear()
+            self.library._tag_ids.clear()
+
+    def unindex(self, bookmark_id: int) -> None:
+        """A bookmark of the library out of the indexes before it changes; `bulk_load` puts it
+        back with the new rows at the end."""
+        for index, (source, columns) in self.indexes.items():
+            self.store.execute(
+                f"INSERT INTO {index} ({index}, rowid, {columns}) "
+                f"SELECT 'delete', id, {columns} FROM {source} WHERE id = ?",
+                (bookmark_id,),
+            )
+        self.store.execute(f"INSERT INTO temp.{UNINDEXED} (id) VALUES (?)", (bookmark_id,))
 
     def merge(self, bookmark_id: int, entry: _Entry) -> None:
-        if bookmark_id < self.first_new and bookmark_id not in self.reindex:
-            # Out of the indexes before it changes; back in with the new rows at the end.
-            for index, (source, columns) in self.indexes.items():
-                self.store.execute(
-                    f"INSERT INTO {index} ({index}, rowid, {columns}) "
-                    f"SELECT 'delete', id, {columns} FROM {source} WHERE id = ?",
-                    (bookmark_id,),
-                )
-            self.reindex.add(bookmark_id)
         self.library.merge_into(bookmark_id, entry.record, entry.tags)
-        self.merged.add(bookmark_id)
+        self.store.execute(f"INSERT OR IGNORE INTO temp.{MERGED} (id) VALUES (?)", (bookmark_id,))
 
     def insert(self, entries: list[_Entry]) -> None:
         now = clock.to_text(self.library.now())
@@ -312,26 +411,29 @@ def bulk_load(importer: Importer) -> Iterator[None]:
     ]
     for kind, name in dropped:
         store.execute(f'DROP {kind} "{name}"')
+    for table in (MERGED, UNINDEXED):  # rolled back with the transaction if the import fails
+        store.execute(f"DROP TABLE IF EXISTS temp.{table}")
+        store.execute(f"CREATE TEMP TABLE {table} (id INTEGER PRIMARY KEY)")
     yield
-    if importer.merged:  # their tag text follows the join table, as the trigger would
-        store.db.executemany(
-            "UPDATE bookmarks SET tags = (SELECT coalesce(group_concat(name, char(10)), '') "
-            "FROM (SELECT t.name FROM bookmark_tags bt JOIN tags t ON t.id = bt.tag_id "
-            "WHERE bt.bookmark_id = bookmarks.id ORDER BY t.name)) WHERE id = ?",
-            [(bookmark_id,) for bookmark_id in importer.merged],
-        )
+    # The merged rows' tag text follows the join table, as the trigger would have kept it.
+    store.execute(
+        "UPDATE bookmarks SET tags = (SELECT coalesce(group_concat(name, char(10)), '') "
+        "FROM (SELECT t.name FROM bookmark_tags bt JOIN tags t ON t.id = bt.tag_id "
+        "WHERE bt.bookmark_id = bookmarks.id ORDER BY t.name)) "
+        f"WHERE id IN (SELECT id FROM temp.{MERGED})"
+    )
     for index, (source, columns) in importer.indexes.items():
         store.execute(
             f"INSERT INTO {index} (rowid, {columns}) "
             f"SELECT id, {columns} FROM {source} WHERE id >= ?",
             (importer.first_new,),
         )
-        if importer.reindex:
-            store.db.executemany(
-                f"INSERT INTO {index} (rowid, {columns}) "
-                f"SELECT id, {columns} FROM {source} WHERE id = ?",
-                [(bookmark_id,) for bookmark_id in importer.reindex],
-            )
+        store.execute(
+            f"INSERT INTO {index} (rowid, {columns}) "
+            f"SELECT id, {columns} FROM {source} WHERE id IN (SELECT id FROM temp.{UNINDEXED})"
+        )
+    for table in (MERGED, UNINDEXED):
+        store.execute(f"DROP TABLE temp.{table}")
     for sql in saved:
         store.execute(sql)
 
@@ -343,10 +445,13 @@ def import_records(
     update: bool = False,
     strict: bool = False,
     progress: Callable[[int], None] = lambda _: None,
+    problems: Callable[[str], None] | None = None,
 ) -> ImportReport:
+    """`problems` takes each line --verbose lists as it comes (a ProblemLog, or one that drops
+    them); without it they are kept in the report's `problems`."""
     report = ImportReport(problems=[], warnings=[])
     with library.store.transaction():
-        importer = Importer(library, report, update)
+        importer = Importer(library, report, update, problems)
         with bulk_load(importer):
             batch: list[_Entry] = []
             for number, record in enumerate(records, 1):
@@ -360,13 +465,10 @@ def import_records(
                     progress(number)
             importer.write(batch)
         if strict and (report.invalid or report.repaired):
-            first = next(
-                (line for line in report.problems if "invalid" in line or "repaired" in line), ""
-            )
             from marks.library import Invalid
 
             raise Invalid(
                 f"--strict: {report.invalid} invalid and {report.repaired} repaired entries, "
-                f"nothing imported (first: {first})"
+                f"nothing imported (first: {importer.refusal or ''})"
             )
     return report

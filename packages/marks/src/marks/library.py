@@ -534,15 +534,18 @@ class Library:
         update: bool = False,
         strict: bool = False,
         progress: Callable[[int], None] = lambda _: None,
+        problems: Callable[[str], None] | None = None,
     ) -> ImportReport:
         """All or nothing: every record is added, merged or counted as skipped/invalid, in one
         transaction. A URL seen twice in one import is one bookmark with both sets of tags.
         Records may be plain `Bookmark`s or `formats.Record`s (which say where they came from).
-        `strict` refuses the whole import when any entry is invalid or had to be repaired."""
+        `strict` refuses the whole import when any entry is invalid or had to be repaired.
+        `problems` takes each line of the report's `problems` as it comes instead of the report
+        (`importing.ProblemLog` spools them), so a large import holds none of them."""
         from marks import importing  # only imports need it: other commands start faster
 
         return importing.import_records(
-            self, records, update=update, strict=strict, progress=progress
+            self, records, update=update, strict=strict, progress=progress, problems=problems
         )
 
     def merge_into(self, bookmark_id: int, record: Bookmark, tags: list[str] | None = None) -> None:

@@ -52,13 +52,17 @@ def _buffered(raw: BinaryIO) -> io.BufferedReader:
     return io.BufferedReader(cast(io.RawIOBase, raw))
 
 
+def _known(encoding: str) -> None:
+    try:
+        codecs.lookup(encoding)
+    except LookupError:
+        raise FormatError(f"unknown encoding {encoding!r}") from None
+
+
 def _text(raw: BinaryIO, encoding: str | None) -> io.TextIOWrapper:
     """A text stream for CSV and plain text: `encoding` if given, else a BOM's, else UTF-8."""
     if encoding is not None:
-        try:
-            codecs.lookup(encoding)
-        except LookupError:
-            raise FormatError(f"unknown encoding {encoding!r}") from None
+        _known(encoding)
         return io.TextIOWrapper(raw, encoding=encoding, newline="")
     buffered = _buffered(raw)
     name, _ = charset.bom(buffered.peek(4)[:4])
@@ -83,15 +87,10 @@ def records(
     if fmt == "json":
         return jsonfile.read(raw)
     if fmt == "html":
-        data = raw.read()
         if encoding is not None:
-            document, found = data.decode(encoding, errors="replace"), list[str]()
-        else:
-            document, found = charset.decode_html(data)
-        del data
-        if warnings is not None:
-            warnings.extend(found)
-        return netscape.read(document, base_url=base_url)
+            _known(encoding)
+        pieces = charset.html_text(raw, encoding=encoding, warnings=warnings)
+        return netscape.read(pieces, base_url=base_url)
     if fmt in ("csv", "text"):
         reader = csvfile.read if fmt == "csv" else text.read
         return reader(_text(raw, encoding))
@@ -108,8 +107,10 @@ def import_file(
     encoding: str | None = None,
     base_url: str | None = None,
     progress: Callable[[int, int], None] = lambda done, total: None,
+    problems: Callable[[str], None] | None = None,
 ) -> ImportReport:
-    """Import a file; `progress(bytes_read, total_bytes)` is called as records arrive."""
+    """Import a file; `progress(bytes_read, total_bytes)` is called as records arrive;
+    `problems`, if given, takes the report's lines as they come (see `Library.import_records`)."""
     raw = _open(path)
     total = Path(path).stat().st_size if path != "-" else 0
     warnings: list[str] = []
@@ -120,6 +121,7 @@ def import_file(
             update=update,
             strict=strict,
             progress=lambda _: progress(raw.tell() if raw.seekable() else 0, total),
+            problems=problems,
         )
     except UnicodeDecodeError as error:
         raise FormatError(

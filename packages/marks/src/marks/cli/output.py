@@ -23,6 +23,13 @@ def emit_json(value: Any) -> None:
     sys.stdout.write(_json.encode(value).decode() + "\n")
 
 
+def emit_json_chunks(chunks: Iterable[bytes]) -> None:
+    """One JSON document written as it is encoded (each chunk whole UTF-8)."""
+    for chunk in chunks:
+        sys.stdout.write(chunk.decode())
+    sys.stdout.write("\n")
+
+
 def _fit(text: str, width: int) -> str:
     text = " ".join(text.split())
     return text if len(text) <= width else text[: max(0, width - 1)] + "…"

@@ -4,13 +4,18 @@ import contextlib
 import os
 import sys
 import tempfile
-from typing import Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from marks.cli import Group, global_options, state
 from marks.cli import output as show
 from marks.cli.browser import add_import_commands as add_browser_imports
+
+if TYPE_CHECKING:
+    from marks.importing import ProblemLog
+    from marks.wire import ImportReport
 
 
 class ImportGroup(Group):
@@ -31,6 +36,21 @@ def import_() -> None:
 
 
 def _run_import(fmt: str, path: str, verbose: bool, **options: Any) -> None:
+    from marks.importing import ProblemLog
+
+    s = state()
+    with ProblemLog() as log:
+        # Lines are spooled only when they will be shown: the JSON report carries them all.
+        shown = verbose or s.format == "json"
+        report = _import(fmt, path, log if shown else _drop, **options)
+        _show(report, log, verbose)
+
+
+def _drop(line: str) -> None:
+    """The report's lines when nobody will read them (the counts still say what happened)."""
+
+
+def _import(fmt: str, path: str, problems: Callable[[str], None], **options: Any) -> "ImportReport":
     from marks.transfer import import_file
 
     s = state()
@@ -47,11 +67,17 @@ def _run_import(fmt: str, path: str, verbose: bool, **options: Any) -> None:
             position[0] = done
 
     with bar if bar is not None else contextlib.nullcontext():
-        report = import_file(s.library, fmt, path, progress=progress, **options)
+        return import_file(s.library, fmt, path, progress=progress, problems=problems, **options)
+
+
+def _show(report: "ImportReport", log: "ProblemLog", verbose: bool) -> None:
+    from marks.importing import report_json
+
+    s = state()
     for warning in report.warnings:
         click.echo(f"warning: {warning}", err=True)
     if s.format == "json":
-        show.emit_json(report)
+        show.emit_json_chunks(report_json(report, log))
     else:
         click.echo(
             f"added {report.added}, updated {report.updated}, skipped {report.skipped}, "
@@ -63,7 +89,7 @@ def _run_import(fmt: str, path: str, verbose: bool, **options: Any) -> None:
         if report.undated:
             click.echo(f"{report.undated} without a date: import time used", err=True)
     if verbose:
-        for line in report.problems:
+        for line in log:
             click.echo(f"  {line}", err=True)
 
 

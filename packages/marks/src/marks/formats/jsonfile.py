@@ -7,12 +7,18 @@ Chrome `Bookmarks` file (`roots`) and a Firefox `bookmarks-*.json` backup (neste
 
 Each item is decoded into a typed struct on its own: a field of the wrong type is dropped and
 reported (the bookmark stays), an item without a usable URL is reported and skipped.
+
+A top-level array (marks' export and most producers') is read in batches of about CHUNK bytes, so
+memory does not grow with the file: a batch ends after an item (a `}` then `,` that decoding the
+batch proves to end an item, not text in a string or a nested object). Objects (Chrome's
+`Bookmarks`, Firefox's backup, `{"bookmarks": [...]}`) are read whole: they are browsers' own
+files or API pages, far smaller, and their items sit at any depth.
 """
 
 import datetime as dt
 import re
 from collections.abc import Iterable, Iterator
-from typing import Any, BinaryIO, TextIO
+from typing import Any, BinaryIO, NoReturn, TextIO
 
 import msgspec
 
@@ -345,32 +351,30 @@ EXPECTED = (
 )
 
 
-_typed = msgspec.json.Decoder(list[Item], strict=False)
-
-
 class Exported(Record, forbid_unknown_fields=True, kw_only=True):
     """What `export json` writes, exactly: decoded straight into records (no field unknown)."""
 
 
+CHUNK = 1 << 20  # bytes of an array decoded at a time
 _exported = msgspec.json.Decoder(list[Exported])
+_exported_item = msgspec.json.Decoder(Exported)
+_typed_item = msgspec.json.Decoder(Item, strict=False)
+_raw_items = msgspec.json.Decoder(list[msgspec.Raw])
+_COMMA = re.compile(rb"\s*,")
+_BYTE = re.compile(r"\(byte (\d+)\)")
+TRIES = 4  # places tried as a batch's end before reading more
 
 
 def read(stream: BinaryIO) -> Iterator[Record]:
-    raw = stream.read()
-    if raw.lstrip()[:1] == b"[":
-        # The common case, an array of well-formed items, decoded straight into structs; any
-        # item of a wrong type sends the whole file down the item-by-item path below.
-        try:
-            return _exported_items(_exported.decode(raw))
-        except (msgspec.ValidationError, msgspec.DecodeError):
-            pass
-        try:
-            items = _typed.decode(raw)
-        except (msgspec.ValidationError, msgspec.DecodeError):
-            pass
-        else:
-            del raw
-            return _typed_items(items)
+    head = b""
+    while not head.strip():
+        more = stream.read(CHUNK)
+        if not more:
+            break
+        head += more
+    if head.lstrip()[:1] == b"[":
+        return _array(head, stream)
+    raw = head + stream.read()
     try:
         data = msgspec.json.decode(raw)
     except msgspec.DecodeError as error:
@@ -378,30 +382,111 @@ def read(stream: BinaryIO) -> Iterator[Record]:
     return shape(data)
 
 
-def _exported_items(items: list[Exported]) -> Iterator[Record]:
-    items.reverse()  # popped from the end: each item is let go as soon as it is handed on
-    number = 0
-    while items:
-        record, number = items.pop(), number + 1
-        record.where = f"item {number}"
-        record.undated = record.added is None
-        for name in ("added", "last_visited", "last_checked"):
-            moment = getattr(record, name)
-            if moment is not None and moment.tzinfo is None:  # no zone written: UTC
-                setattr(record, name, moment.replace(tzinfo=dt.UTC))
-        yield record
+def _array(head: bytes, stream: BinaryIO) -> Iterator[Record]:
+    """The records of a top-level array, a batch of items at a time."""
+    start = head.index(b"[") + 1
+    buffer, offset = head[start:], start  # `offset`: where `buffer` starts in the file
+    number = 0  # items read so far
+    ended = False
+    while not ended:
+        # Read as much again as is held: a batch that cannot end yet is decoded again, so the
+        # work stays linear even for an item larger than CHUNK.
+        more = stream.read(max(CHUNK, len(buffer)))
+        ended = not more
+        buffer += more
+        if ended:
+            records = _batch(b"[" + buffer, number)  # the closing `]` is in the buffer
+            if records is None:
+                _invalid(b"[" + buffer, offset - 1)
+        else:
+            cut, records = _cut(buffer, number)
+            if records is None:
+                continue
+            buffer, offset = buffer[cut + 1 :], offset + cut + 1  # after the comma
+        number += len(records)
+        records.reverse()  # popped from the end: each record is let go once handed on
+        while records:
+            yield records.pop()
 
 
-def _typed_items(items: list[Item]) -> Iterator[Record]:
-    items.reverse()  # as above: popped, so memory is given back item by item
-    number = 0
-    while items:
-        item, number = items.pop(), number + 1
-        where = f"item {number}"
+def _cut(buffer: bytes, number: int) -> tuple[int, list[Record] | None]:
+    """The last place in `buffer` where an item ends and a comma follows, and the records of the
+    items before it; (0, None) if none is found among the last few `},`."""
+    end = len(buffer)
+    for _ in range(TRIES):
+        close = buffer.rfind(b"}", 0, end)
+        if close < 0:
+            break
+        end = close
+        comma = _COMMA.match(buffer, close + 1)
+        if comma is None:
+            continue
+        records = _batch(b"[" + buffer[: close + 1] + b"]", number)
+        if records is not None:
+            return comma.end() - 1, records
+    return 0, None
+
+
+def _batch(data: bytes, number: int) -> list[Record] | None:
+    """The records of `data`, a JSON array of whole items, numbered after `number`; None when
+    `data` is not one (cut inside a string or a nested object, or not JSON)."""
+    try:  # the common case: marks' own export, every item decoded straight into a record
+        return [
+            _exported_record(record, number + index)
+            for index, record in enumerate(_exported.decode(data), 1)
+        ]
+    except msgspec.ValidationError:
+        pass  # some item is not our export's: each item is read on its own below
+    except msgspec.DecodeError:
+        return None
+    try:
+        items = _raw_items.decode(data)
+    except msgspec.DecodeError:
+        return None
+    return [_item(item, number + index) for index, item in enumerate(items, 1)]
+
+
+def _invalid(data: bytes, offset: int) -> NoReturn:
+    """FormatError for what is not JSON, at the byte of the file where it failed."""
+    try:
+        msgspec.json.decode(data)
+    except msgspec.DecodeError as error:
+        message = _BYTE.sub(lambda m: f"(byte {int(m.group(1)) + offset})", str(error))
+        raise FormatError(f"not valid JSON: {message}") from None
+    raise FormatError("not valid JSON")  # unreachable: `data` failed to decode as an array
+
+
+def _exported_record(record: Exported, number: int) -> Record:
+    record.where = f"item {number}"
+    record.undated = record.added is None
+    for name in ("added", "last_visited", "last_checked"):
+        moment = getattr(record, name)
+        if moment is not None and moment.tzinfo is None:  # no zone written: UTC
+            setattr(record, name, moment.replace(tzinfo=dt.UTC))
+    return record
+
+
+def _item(raw: msgspec.Raw, number: int) -> Record:
+    """One item, read the first way that reads it: as our export writes it, as a typed `Item`,
+    or field by field (a field of the wrong type dropped and noted)."""
+    try:
+        return _exported_record(_exported_item.decode(raw), number)
+    except msgspec.ValidationError:
+        pass
+    where = f"item {number}"
+    try:
+        item = _typed_item.decode(raw)
+    except msgspec.ValidationError:
+        value = msgspec.json.decode(raw)
         try:
-            yield _item_record(item, where, [])
+            converted, notes = _convert(value, Item, where)
+            return _item_record(converted, where, notes)
         except _Skip as skip:
-            yield _bad(where, msgspec.to_builtins(item), str(skip))
+            return _bad(where, value, str(skip))
+    try:
+        return _item_record(item, where, [])
+    except _Skip as skip:
+        return _bad(where, msgspec.to_builtins(item), str(skip))
 
 
 def shape(data: Any) -> Iterator[Record]:

@@ -3,11 +3,13 @@
 An export is streamed from one snapshot on its own connection (`streaming.stream`), so the
 server holds a few chunks at a time, never the whole library. An import spools the body to a
 temporary file and runs the same `transfer.import_file` as the CLI: one transaction, the same
-report.
+report, whose lines (one per entry not simply added) are spooled to a temporary file and streamed
+into the answer.
 """
 
 import os
 import tempfile
+from collections.abc import Iterator
 from typing import TextIO
 
 from starlette.requests import Request
@@ -15,12 +17,13 @@ from starlette.responses import Response, StreamingResponse
 
 from marks import transfer
 from marks.formats import FormatError
+from marks.importing import ProblemLog, report_json
 from marks.library import Library
 from marks.server import streaming
 from marks.server.endpoint import Endpoint, Libraries, Param, in_thread
 from marks.server.settings import ServerSettings
 from marks.wire import Bookmark, ImportReport
-from servekit import HTTPError, JSONResponse
+from servekit import HTTPError
 
 MEDIA = {
     "json": "application/json",
@@ -75,14 +78,28 @@ async def import_(request: Request, libraries: Libraries, settings: ServerSettin
 
         def run(library: Library) -> ImportReport:
             try:
-                return transfer.import_file(library, fmt, path, update=update)
+                return transfer.import_file(library, fmt, path, update=update, problems=log)
             except FormatError as error:  # say "the upload", not our temporary file's name
                 raise FormatError(str(error).replace(path, "the upload")) from None
 
-        report = await in_thread(libraries, run)
+        log = ProblemLog()  # the answer's `problems`, spooled: one per entry not simply added
+        try:
+            report = await in_thread(libraries, run)
+        except BaseException:
+            log.close()
+            raise
     finally:
         os.unlink(path)
-    return JSONResponse(report)
+    return StreamingResponse(_answer(report, log), media_type="application/json")
+
+
+def _answer(report: ImportReport, log: ProblemLog) -> Iterator[bytes]:
+    """The report as JSON, its problems read back from the spool, which is closed at the end
+    (or when the client leaves)."""
+    try:
+        yield from report_json(report, log)
+    finally:
+        log.close()
 
 
 ENDPOINTS = [
