@@ -80,12 +80,44 @@ def is_full(path: Path, slack_bytes: int = 64 * 1024) -> bool:
     return info.f_bavail * info.f_frsize < slack_bytes or info.f_favail == 0
 
 
+class InputsDoNotFit(Exception):
+    """The work dir ran out of room (bytes or inodes) while the inputs were copied in."""
+
+
 def fill(inputs: Path, work: Path) -> None:
-    """Copy the inputs in and hand them to the job's user (the inputs stay ours, unchanged)."""
-    shutil.copytree(inputs, work, dirs_exist_ok=True, symlinks=True)
-    for root, dirs, files in os.walk(work):
-        for name in dirs + files:
-            os.lchown(os.path.join(root, name), JOB_UID, JOB_GID)
+    """Copy the inputs in and hand them to the job's user (the inputs stay ours, unchanged).
+
+    Directories and regular files only (an upload holds nothing else), never following a link;
+    modes and times are kept. Iterative: a tree is as deep as an upload's names allow."""
+    try:
+        _copy_tree(inputs, work)
+    except OSError as error:
+        if error.errno in (errno.ENOSPC, errno.EDQUOT):
+            raise InputsDoNotFit from None
+        raise
+
+
+def _copy_tree(source: Path, target: Path) -> None:
+    directories = [(source, target)]
+    pending = [(source, target)]
+    while pending:
+        source_dir, target_dir = pending.pop()
+        with os.scandir(source_dir) as entries:
+            for entry in entries:
+                here, there = Path(entry.path), target_dir / entry.name
+                if entry.is_dir(follow_symlinks=False):
+                    there.mkdir()
+                    directories.append((here, there))
+                    pending.append((here, there))
+                elif entry.is_file(follow_symlinks=False):
+                    shutil.copyfile(here, there, follow_symlinks=False)
+                    shutil.copystat(here, there, follow_symlinks=False)
+                else:
+                    continue
+                os.lchown(there, JOB_UID, JOB_GID)
+    # Last, children first: writing into a directory changes its times.
+    for here, there in reversed(directories):
+        shutil.copystat(here, there, follow_symlinks=False)
 
 
 # --- outputs -------------------------------------------------------------------------------------
