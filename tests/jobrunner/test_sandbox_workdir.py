@@ -1,14 +1,16 @@
 """The job's work dir, for real (root, a real tmpfs, real nsjail): every setup failure and every
-cancellation leaves no mount."""
+cancellation leaves no mount, and copy-out writes at most the storage limit to the host's disk."""
 
 import asyncio
 import errno
+import hashlib
 import io
 import os
 import tarfile
 import threading
 from pathlib import Path
 
+import httpx
 import pytest
 
 from jobrunner.sandbox import RunSpec, Sandbox
@@ -33,6 +35,15 @@ def job_cgroups(state: Path, job_id: str) -> list[Path]:
         for mount in cgroups.mounts.values()
         if (mount / cgroups.parent / job_id).exists()
     ]
+
+
+def allocated(directory: Path) -> int:
+    """Bytes the files below `directory` take on the disk (holes take none)."""
+    return sum(path.lstat().st_blocks * 512 for path in directory.rglob("*"))
+
+
+def apparent(directory: Path) -> int:
+    return sum(path.lstat().st_size for path in directory.rglob("*") if path.is_file())
 
 
 def page_hungry_tarball(files: int, size: int) -> bytes:
@@ -231,3 +242,63 @@ def test_close_unmounts_what_jobs_left(sandbox):
     assert mounts_below(sandbox.layout.work)
     sandbox.close()
     assert not mounts_below(sandbox.layout.work) and not leftover.exists()
+
+
+# --- copy-out: at most the storage limit reaches the host's disk ----------------------------------
+
+LIMIT = 8_000_000  # JOBRUNNER_STORAGE_MB=8
+
+
+@pytest.fixture
+def small_server(start_server):
+    return start_server(*GENEROUS, env={"JOBRUNNER_STORAGE_MB": "8"})
+
+
+def not_listed(log: str) -> list[str]:
+    return [line.split()[2] for line in log.splitlines() if " not listed: " in line]
+
+
+def test_sparse_outputs_are_charged_their_size(small_server, state_dir):
+    # Ten files of 3 MB each that take no room in the tmpfs: 30 MB for an 8 MB limit.
+    code = (
+        "for n in range(10):\n"
+        "    with open(f'sparse{n}.bin', 'wb') as handle:\n"
+        "        handle.truncate(3_000_000)\n"
+    )
+    record = run_job(small_server.url, code)
+    log = log_of(small_server.url, record["job_id"])
+    assert record["status"] == "failed" and record["failure"] == "output_limit", log
+    assert sorted(record["output_files"]) == ["sparse0.bin", "sparse1.bin"]
+    assert not_listed(log) == [f"sparse{n}.bin" for n in range(2, 10)], log
+    assert "its 3000000 bytes exceed the 2000000 bytes left of the storage limit" in log
+    assert log.splitlines()[-1].startswith("[jobrunner] "), log
+    outputs = state_dir / "s0" / "jobs" / record["job_id"] / "outputs"
+    assert apparent(outputs) <= LIMIT
+    assert allocated(outputs) < 1_000_000  # the holes stay holes on the host
+    zeros = hashlib.sha256(bytes(3_000_000)).hexdigest()
+    assert record["output_files"]["sparse1.bin"]["sha256_hash"] == zeros
+    download = httpx.get(f"{small_server.url}/download/{record['job_id']}/sparse1.bin")
+    assert download.content == bytes(3_000_000)
+
+
+def test_hard_linked_outputs_are_charged_each_time(small_server, state_dir):
+    # One real 3 MB file under ten names: 30 MB to copy out for an 8 MB limit.
+    code = (
+        "import os\nopen('data0.bin', 'wb').write(os.urandom(3_000_000))\n"
+        "for n in range(1, 10):\n    os.link('data0.bin', f'data{n}.bin')\n"
+    )
+    record = run_job(small_server.url, code)
+    log = log_of(small_server.url, record["job_id"])
+    assert record["status"] == "failed" and record["failure"] == "output_limit", log
+    assert sorted(record["output_files"]) == ["data0.bin", "data1.bin"]
+    assert not_listed(log) == [f"data{n}.bin" for n in range(2, 10)], log
+    job_dir = state_dir / "s0" / "jobs" / record["job_id"]
+    assert apparent(job_dir / "outputs") <= LIMIT
+    assert allocated(job_dir) <= LIMIT + 1_000_000  # outputs, log and inputs together
+
+
+def test_outputs_within_the_limit_are_all_kept(small_server):
+    code = "for n in range(3):\n    open(f'out{n}.txt', 'w').write('x' * 1_000_000)\n"
+    record = run_job(small_server.url, code)
+    assert record["status"] == "completed", log_of(small_server.url, record["job_id"])
+    assert sorted(record["output_files"]) == ["out0.txt", "out1.txt", "out2.txt"]

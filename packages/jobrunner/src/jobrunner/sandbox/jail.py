@@ -280,22 +280,29 @@ async def _in_thread_to_the_end(function: Callable[P, T], *args: P.args, **kwarg
 
 
 async def collect_outputs(spec: RunSpec, work: Path, result: RunResult) -> None:
-    """Copy the outputs out (in a thread); too many is `output_limit` unless the job had
-    already failed for another reason (the first cause is the one reported)."""
-    try:
-        result.outputs = await asyncio.to_thread(
-            workdir.collect,
-            work,
-            spec.job_dir / "outputs",
-            spec.output_patterns,
-            spec.inputs,
-            spec.max_outputs,
+    """Copy the outputs out (in a thread), at most the job's storage limit of them by size.
+    Too many files, or more bytes than that, is `output_limit` unless the job had already
+    failed for another reason (the first cause is the one reported)."""
+    collected = await asyncio.to_thread(
+        workdir.collect,
+        work,
+        spec.job_dir / "outputs",
+        spec.output_patterns,
+        spec.inputs,
+        spec.max_outputs,
+        spec.storage_bytes,
+    )
+    result.outputs = collected.outputs
+    reasons = []
+    if collected.too_many:
+        reasons.append(f"more than {spec.max_outputs} output files; kept the first")
+    if collected.left_out:
+        reasons.append(
+            f"{collected.left_out} output file(s) not kept: the outputs add up to more than "
+            f"the storage limit of {spec.storage_bytes // 1_000_000} MB"
         )
-    except workdir.TooManyOutputs as error:
-        result.outputs = error.kept
-        if result.failure is None:
-            result.failure = "output_limit"
-            result.note = f"more than {spec.max_outputs} output files; kept the first"
+    if reasons and result.failure is None:
+        result.failure, result.note = "output_limit", "; ".join(reasons)
 
 
 async def _pump(fd: int, on_output: Callable[[bytes], None]) -> None:
