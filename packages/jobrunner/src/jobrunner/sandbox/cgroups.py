@@ -242,6 +242,11 @@ class Cgroups:
         _kill_and_remove(self._instance_dirs(), self.version)
         return found
 
+    def remove(self, job_id: str) -> None:
+        """Kill what is in the job's cgroups and remove them, whichever exist: a job whose setup
+        failed may have some of them, or none."""
+        _kill_and_remove([directory / job_id for directory in self._instance_dirs()], self.version)
+
     def create(self, job_id: str, memory_bytes: int) -> JobCgroup:
         self.ensure_parents()
         if self.version == 2:

@@ -22,6 +22,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import ParamSpec, TypeVar
 
 import aiofiles
 
@@ -41,6 +42,8 @@ BASE_ENV = {
     "PYTHONUNBUFFERED": "1",  # so the live log shows output as it is produced
     "PYTHONDONTWRITEBYTECODE": "1",
 }
+P = ParamSpec("P")
+T = TypeVar("T")
 _SIGNAL = re.compile(r"terminated with signal: \w+ \((\d+)\)")
 _EXITED = re.compile(r"exited with status: (\d+)")
 # argv: sh -c ENTER jobrunner-enter N procs_1 .. procs_N nsjail ARGS...
@@ -126,9 +129,18 @@ class Sandbox:
         return cls(nsjail, cgroups, layout, Path(setpriv))
 
     def close(self) -> None:
-        """Once the server has stopped: kill what may be left and remove this instance's cgroups
-        (a clean stop leaves nothing behind; after a crash, the next start does this)."""
+        """Once the server has stopped: kill what may be left, remove this instance's cgroups and
+        unmount the work dirs (a clean stop leaves nothing behind; after a crash, the next start
+        does this). Every job undoes its own setup, so a work dir found here is a bug: logged."""
         self.cgroups.reap()
+        left = workdir.mount_points_below(self.layout.work)
+        kept = workdir.reap(self.layout.work)
+        if left:
+            logger.warning(
+                "unmounted %d work dir(s) left by jobs; still mounted: %s",
+                len(left),
+                ", ".join(kept) or "none",
+            )
 
     def command(self, spec: RunSpec, job_cgroup: JobCgroup, work: Path) -> list[str]:
         procs = [str(path) for path in job_cgroup.procs_files]
@@ -161,8 +173,18 @@ class Sandbox:
         on_cpu: Callable[[float], None] = lambda _: None,
     ) -> RunResult:
         work = self.layout.work / spec.job_id
-        job_cgroup = await asyncio.to_thread(self._prepare, spec, work)
         try:
+            try:
+                job_cgroup = await _in_thread_to_the_end(self._prepare, spec, work)
+            except workdir.InputsDoNotFit:
+                return RunResult(
+                    None,
+                    "storage_limit",
+                    0.0,
+                    0,
+                    note=f"storage limit of {spec.storage_bytes // 1_000_000} MB reached: "
+                    "the inputs do not fit in the work dir",
+                )
             status, usage, wall, backstop = await self._execute(
                 spec, job_cgroup, work, on_output, on_cpu
             )
@@ -175,19 +197,25 @@ class Sandbox:
                 await collect_outputs(spec, work, result)
             return result
         finally:
-            await asyncio.to_thread(self._cleanup, work, job_cgroup)
+            # However far `_prepare` got, even if it failed or this task was cancelled: the
+            # tmpfs lives in the host's RAM until it is unmounted.
+            await _in_thread_to_the_end(self._cleanup, spec.job_id, work)
 
     def _prepare(self, spec: RunSpec, work: Path) -> JobCgroup:
+        """The work dir (mounted, filled) and the cgroups; `_cleanup` undoes any part of it."""
         work.mkdir(mode=0o711)
         workdir.mount_tmpfs(work, spec.storage_bytes, spec.storage_inodes)
         workdir.fill(spec.job_dir / "inputs", work)
         (spec.job_dir / "outputs").mkdir(mode=0o700)
         return self.cgroups.create(spec.job_id, spec.memory_bytes)
 
-    def _cleanup(self, work: Path, job_cgroup: JobCgroup) -> None:
-        job_cgroup.remove()  # kills what is left first
-        workdir.unmount(work)
-        shutil.rmtree(work, ignore_errors=True)
+    def _cleanup(self, job_id: str, work: Path) -> None:
+        """Undo whatever of `_prepare` happened: the processes die first, then the mount goes."""
+        try:
+            self.cgroups.remove(job_id)
+        finally:
+            workdir.unmount(work)
+            shutil.rmtree(work, ignore_errors=True)
 
     async def _execute(
         self,
@@ -233,23 +261,48 @@ class Sandbox:
         return status, usage, wall, backstop
 
 
+async def _in_thread_to_the_end(function: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
+    """`function` in a thread, awaited to its end even if this task is cancelled meanwhile (the
+    cancellation is raised after it): a thread cannot be stopped, and what it makes (a mount,
+    cgroups) must exist before the cleanup that follows can undo it."""
+    future = asyncio.ensure_future(asyncio.to_thread(function, *args, **kwargs))
+    cancelled = False
+    while not future.done():
+        try:
+            await asyncio.wait([future])
+        except asyncio.CancelledError:
+            cancelled = True
+    if cancelled:
+        if not future.cancelled():
+            future.exception()  # its failure does not matter now: the cleanup follows anyway
+        raise asyncio.CancelledError
+    return future.result()
+
+
 async def collect_outputs(spec: RunSpec, work: Path, result: RunResult) -> None:
-    """Copy the outputs out (in a thread); too many is `output_limit` unless the job had
-    already failed for another reason (the first cause is the one reported)."""
-    try:
-        result.outputs = await asyncio.to_thread(
-            workdir.collect,
-            work,
-            spec.job_dir / "outputs",
-            spec.output_patterns,
-            spec.inputs,
-            spec.max_outputs,
+    """Copy the outputs out (in a thread), at most the job's storage limit of them by size.
+    Too many files, or more bytes than that, is `output_limit` unless the job had already
+    failed for another reason (the first cause is the one reported)."""
+    collected = await asyncio.to_thread(
+        workdir.collect,
+        work,
+        spec.job_dir / "outputs",
+        spec.output_patterns,
+        spec.inputs,
+        spec.max_outputs,
+        spec.storage_bytes,
+    )
+    result.outputs = collected.outputs
+    reasons = []
+    if collected.too_many:
+        reasons.append(f"more than {spec.max_outputs} output files; kept the first")
+    if collected.left_out:
+        reasons.append(
+            f"{collected.left_out} output file(s) not kept: the outputs add up to more than "
+            f"the storage limit of {spec.storage_bytes // 1_000_000} MB"
         )
-    except workdir.TooManyOutputs as error:
-        result.outputs = error.kept
-        if result.failure is None:
-            result.failure = "output_limit"
-            result.note = f"more than {spec.max_outputs} output files; kept the first"
+    if reasons and result.failure is None:
+        result.failure, result.note = "output_limit", "; ".join(reasons)
 
 
 async def _pump(fd: int, on_output: Callable[[bytes], None]) -> None:

@@ -3,6 +3,8 @@
 The tmpfs bounds storage (size and inodes) and its pages count against the job's memory cgroup.
 Outputs are read only after every process of the jail has ended (the PID namespace is gone), and
 each file is opened with O_NOFOLLOW after an lstat, so a job cannot point us at a host file.
+What the tmpfs holds is no bound on what copying it out writes to the host's disk (a sparse file,
+a file under many hard links): outputs are charged their size against the job's storage limit.
 """
 
 import contextlib
@@ -80,12 +82,44 @@ def is_full(path: Path, slack_bytes: int = 64 * 1024) -> bool:
     return info.f_bavail * info.f_frsize < slack_bytes or info.f_favail == 0
 
 
+class InputsDoNotFit(Exception):
+    """The work dir ran out of room (bytes or inodes) while the inputs were copied in."""
+
+
 def fill(inputs: Path, work: Path) -> None:
-    """Copy the inputs in and hand them to the job's user (the inputs stay ours, unchanged)."""
-    shutil.copytree(inputs, work, dirs_exist_ok=True, symlinks=True)
-    for root, dirs, files in os.walk(work):
-        for name in dirs + files:
-            os.lchown(os.path.join(root, name), JOB_UID, JOB_GID)
+    """Copy the inputs in and hand them to the job's user (the inputs stay ours, unchanged).
+
+    Directories and regular files only (an upload holds nothing else), never following a link;
+    modes and times are kept. Iterative: a tree is as deep as an upload's names allow."""
+    try:
+        _copy_tree(inputs, work)
+    except OSError as error:
+        if error.errno in (errno.ENOSPC, errno.EDQUOT):
+            raise InputsDoNotFit from None
+        raise
+
+
+def _copy_tree(source: Path, target: Path) -> None:
+    directories = [(source, target)]
+    pending = [(source, target)]
+    while pending:
+        source_dir, target_dir = pending.pop()
+        with os.scandir(source_dir) as entries:
+            for entry in entries:
+                here, there = Path(entry.path), target_dir / entry.name
+                if entry.is_dir(follow_symlinks=False):
+                    there.mkdir()
+                    directories.append((here, there))
+                    pending.append((here, there))
+                elif entry.is_file(follow_symlinks=False):
+                    shutil.copyfile(here, there, follow_symlinks=False)
+                    shutil.copystat(here, there, follow_symlinks=False)
+                else:
+                    continue
+                os.lchown(there, JOB_UID, JOB_GID)
+    # Last, children first: writing into a directory changes its times.
+    for here, there in reversed(directories):
+        shutil.copystat(here, there, follow_symlinks=False)
 
 
 # --- outputs -------------------------------------------------------------------------------------
@@ -133,10 +167,17 @@ class Output:
     problem: str | None = None
 
 
-class TooManyOutputs(Exception):
-    def __init__(self, kept: list[Output]) -> None:
-        super().__init__(f"more than {len(kept)} output files")
-        self.kept = kept
+@dataclass(frozen=True)
+class Collected:
+    outputs: list[Output]  # those copied out, then those with a problem
+    too_many: bool  # more matching files than allowed: the first were kept
+    left_out: int  # matching files not copied out: larger than what was left of the budget
+
+
+class _NoRoom(Exception):
+    def __init__(self, size: int) -> None:
+        super().__init__(f"{size} bytes")
+        self.size = size
 
 
 def _reason(error: OSError) -> str:
@@ -162,7 +203,8 @@ def _regular_files(work: Path, problems: list[Output]) -> list[str]:
     return sorted(found)
 
 
-def _copy_out(source: Path, target: Path) -> Output | None:
+def _copy_out(source: Path, target: Path, room: int) -> Output | None:
+    """Copy `source` if its size is at most `room` bytes (else `_NoRoom`), holes as holes."""
     flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
     try:
         fd = os.open(source, flags)
@@ -173,17 +215,26 @@ def _copy_out(source: Path, target: Path) -> Output | None:
             return None  # turned into a link: not an output
         raise
     with os.fdopen(fd, "rb") as handle:
-        if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
+        info = os.fstat(handle.fileno())
+        if not stat.S_ISREG(info.st_mode):
             return None
+        if info.st_size > room:
+            raise _NoRoom(info.st_size)
         target.parent.mkdir(parents=True, exist_ok=True)
         digest = hashlib.sha256()
         size = 0
         try:
             with open(target, "xb") as out:
-                while chunk := handle.read(CHUNK):
+                # Never more than was charged, should the file grow.
+                while size < info.st_size and (chunk := handle.read(CHUNK)):
+                    chunk = chunk[: info.st_size - size]
                     digest.update(chunk)
-                    out.write(chunk)
+                    if chunk.count(0) == len(chunk):
+                        out.seek(len(chunk), os.SEEK_CUR)  # a hole on the host too
+                    else:
+                        out.write(chunk)
                     size += len(chunk)
+                out.truncate()  # the file ends where the copy does, even in a hole
         except BaseException:
             with contextlib.suppress(OSError):
                 target.unlink()
@@ -192,23 +243,38 @@ def _copy_out(source: Path, target: Path) -> Output | None:
 
 
 def collect(
-    work: Path, outputs: Path, patterns: list[str], inputs: dict[str, str], max_files: int
-) -> list[Output]:
-    """Copy the matching regular files that are not unchanged inputs from `work` to `outputs`.
+    work: Path,
+    outputs: Path,
+    patterns: list[str],
+    inputs: dict[str, str],
+    max_files: int,
+    max_bytes: int,
+) -> Collected:
+    """Copy the matching regular files that are not unchanged inputs from `work` to `outputs`,
+    in path order, the first `max_files` of them and at most `max_bytes` by their size.
 
-    A file that cannot be copied (its path too long on the host, say) comes back with `problem`
-    set; it does not count against `max_files`.
+    Sizes are apparent sizes (`st_size`), whatever the tmpfs holds: a sparse file or one of many
+    hard links costs its full size. A file larger than what is left is not copied; later,
+    smaller ones still may be. Such a file, and one that cannot be copied (its path too long on
+    the host, say), comes back with `problem` set; neither counts against `max_files`.
     """
     wanted = matcher(patterns)
     kept: list[Output] = []
     problems: list[Output] = []
+    room = max_bytes
+    left_out = 0
     for path in _regular_files(work, problems):
         if not wanted(path):
             continue
         if len(kept) == max_files:
-            raise TooManyOutputs(kept + problems)
+            return Collected(kept + problems, True, left_out)
         try:
-            copied = _copy_out(work / path, outputs / path)
+            copied = _copy_out(work / path, outputs / path, room)
+        except _NoRoom as error:
+            left_out += 1
+            problem = f"its {error.size} bytes exceed the {room} bytes left of the storage limit"
+            problems.append(Output(path, 0, "", f"{problem} (not copied out)"))
+            continue
         except OSError as error:
             problems.append(Output(path, 0, "", f"not copied out ({_reason(error)})"))
             continue
@@ -217,5 +283,6 @@ def collect(
         if inputs.get(path) == copied.sha256:  # an input the job left as it was
             (outputs / path).unlink()
             continue
+        room -= copied.size
         kept.append(Output(path, copied.size, copied.sha256))
-    return kept + problems
+    return Collected(kept + problems, False, left_out)

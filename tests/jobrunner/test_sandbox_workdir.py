@@ -1,0 +1,304 @@
+"""The job's work dir, for real (root, a real tmpfs, real nsjail): every setup failure and every
+cancellation leaves no mount, and copy-out writes at most the storage limit to the host's disk."""
+
+import asyncio
+import errno
+import hashlib
+import io
+import os
+import tarfile
+import threading
+from pathlib import Path
+
+import httpx
+import pytest
+
+from jobrunner.sandbox import RunSpec, Sandbox
+from jobrunner.sandbox import workdir as workdir_module
+from jobrunner.sandbox.cgroups import Cgroups
+from jobrunner.sandbox.layout import Layout
+from support.jobclient import GENEROUS, log_of, need_sandbox, run_job, submit, wait_finished
+
+DEEP = "/".join(["a"] * 500) + "/f"  # 1,001 characters: within the upload's name limit
+
+
+def mounts_below(directory: Path) -> list[str]:
+    targets = [line.split()[4] for line in Path("/proc/self/mountinfo").read_text().splitlines()]
+    return [target for target in targets if target.startswith(f"{directory}/")]
+
+
+def job_cgroups(state: Path, job_id: str) -> list[Path]:
+    cgroups = Cgroups.detect(Layout.for_state(state).instance)
+    assert cgroups is not None
+    return [
+        mount / cgroups.parent / job_id
+        for mount in cgroups.mounts.values()
+        if (mount / cgroups.parent / job_id).exists()
+    ]
+
+
+def allocated(directory: Path) -> int:
+    """Bytes the files below `directory` take on the disk (holes take none)."""
+    return sum(path.lstat().st_blocks * 512 for path in directory.rglob("*"))
+
+
+def apparent(directory: Path) -> int:
+    return sum(path.lstat().st_size for path in directory.rglob("*") if path.is_file())
+
+
+def page_hungry_tarball(files: int, size: int) -> bytes:
+    """Files that fit the upload's byte budget but, rounded up to pages, not the tmpfs."""
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w:gz") as archive:
+        code = b"print('ran')\n"
+        info = tarfile.TarInfo("main.py")
+        info.size = len(code)
+        archive.addfile(info, io.BytesIO(code))
+        for n in range(files):
+            info = tarfile.TarInfo(f"f{n}")
+            info.size = size
+            archive.addfile(info, io.BytesIO(bytes(size)))
+    return buffer.getvalue()
+
+
+# --- filling the work dir -------------------------------------------------------------------------
+
+
+def test_fill_copies_any_depth_keeps_modes_and_times_and_follows_no_link(state_dir):
+    need_sandbox()  # root: the copies go to the job's user
+    inputs, work = state_dir / "inputs", state_dir / "work"
+    deep = inputs
+    inputs.mkdir()
+    for _ in range(600):  # deeper than copytree's recursion goes (shutil.rmtree's still does)
+        deep = deep / "d"
+        deep.mkdir()
+    (deep / "f").write_text("bottom")
+    (inputs / "run.sh").write_text("#!/bin/sh\n")
+    (inputs / "run.sh").chmod(0o751)
+    (inputs / "sealed").mkdir(mode=0o500)
+    os.utime(inputs / "run.sh", (1_000_000_000, 1_000_000_000))
+    os.utime(inputs / "d", (1_000_000_000, 1_000_000_000))
+    (inputs / "link").symlink_to("/etc/passwd")
+    work.mkdir()
+    workdir_module.fill(inputs, work)
+    copy = work.joinpath(*["d"] * 600, "f")
+    assert copy.read_text() == "bottom" and copy.stat().st_uid == 65534
+    assert (work / "run.sh").stat().st_mode & 0o7777 == 0o751
+    assert (work / "sealed").stat().st_mode & 0o7777 == 0o500
+    assert (work / "run.sh").stat().st_mtime == (work / "d").stat().st_mtime == 1_000_000_000
+    assert (work / "d").stat().st_uid == (work / "run.sh").stat().st_gid == 65534
+    assert not (work / "link").exists() and not (work / "link").is_symlink()
+
+
+# --- setup and cleanup through the server --------------------------------------------------------
+
+
+def test_a_500_level_deep_upload_runs_and_leaves_no_mount(server, state_dir):
+    code = f"print(open({DEEP!r}).read())\n"
+    response = submit(server.url, {"main.py": code, DEEP: "deep"}, {"entrypoint": "main.py"})
+    assert response.status_code == 200, response.text
+    job_id = response.json()["job_id"]
+    record = wait_finished(server.url, job_id)
+    assert record["status"] == "completed", log_of(server.url, job_id)
+    assert log_of(server.url, job_id) == "deep\n"
+    work = Layout.for_state(state_dir / "s0").work
+    assert not [target for target in mounts_below(work) if job_id in target]
+    assert not (work / job_id).exists() and not job_cgroups(state_dir / "s0", job_id)
+    assert run_job(server.url, "print('next')\n")["status"] == "completed"
+
+
+def test_inputs_that_do_not_fit_the_tmpfs_fail_storage_limit_and_leave_no_mount(
+    start_server, state_dir
+):
+    # 200 files of 4097 bytes: 0.82 MB of content, 1.6 MB of tmpfs pages, in a 1 MB work dir.
+    server = start_server(*GENEROUS, env={"JOBRUNNER_STORAGE_MB": "1"})
+    response = submit(server.url, page_hungry_tarball(200, 4097), {"entrypoint": "main.py"})
+    if response.status_code == 400:
+        pytest.skip("uploads charge whole pages now; test_setup_failures_... covers the sandbox")
+    assert response.status_code == 200, response.text
+    job_id = response.json()["job_id"]
+    record = wait_finished(server.url, job_id)
+    assert record["status"] == "failed" and record["failure"] == "storage_limit", record
+    log = log_of(server.url, job_id)
+    assert log.splitlines()[-1].startswith("[jobrunner] storage limit of 1 MB reached"), log
+    work = Layout.for_state(state_dir / "s0").work
+    assert not mounts_below(work) and not (work / job_id).exists()
+    assert not job_cgroups(state_dir / "s0", job_id)
+    assert run_job(server.url, "print('next')\n")["status"] == "completed"
+    server.stop()  # a graceful stop leaves no mount either
+    assert not mounts_below(work)
+
+
+# --- setup and cleanup of the sandbox itself, in this process -------------------------------------
+
+
+def make_spec(state: Path, job_id: str, inputs: dict[str, bytes], storage_bytes: int) -> RunSpec:
+    job_dir = state / "jobs" / job_id
+    (job_dir / "inputs").mkdir(parents=True)
+    for name, data in inputs.items():
+        (job_dir / "inputs" / name).write_bytes(data)
+    return RunSpec(
+        job_id=job_id,
+        job_dir=job_dir,
+        environment=state,  # never reached: these jobs stop in their setup
+        argv=["/usr/bin/true"],
+        env={},
+        timeout=10,
+        memory_bytes=64 * 2**20,
+        cpu_seconds=10,
+        storage_bytes=storage_bytes,
+        storage_inodes=100,
+        output_patterns=["**"],
+        inputs={},
+        max_outputs=10,
+    )
+
+
+@pytest.fixture
+def sandbox(state_dir):
+    need_sandbox()
+    state = state_dir / "in-process"
+    state.mkdir(mode=0o711)
+    found = Sandbox.find(state)
+    yield found
+    found.close()
+
+
+def assert_nothing_left(sandbox: Sandbox, spec: RunSpec) -> None:
+    assert not mounts_below(sandbox.layout.work)
+    assert not (sandbox.layout.work / spec.job_id).exists()
+    cgroups = sandbox.cgroups
+    assert not [m for m in cgroups.mounts.values() if (m / cgroups.parent / spec.job_id).exists()]
+
+
+def fail_cgroups(sandbox: Sandbox, spec: RunSpec, monkeypatch) -> None:
+    def refuse(job_id: str, memory_bytes: int) -> None:
+        raise OSError(errno.ENOSPC, "no room for a cgroup")
+
+    monkeypatch.setattr(sandbox.cgroups, "create", refuse)
+
+
+def fail_outputs_dir(sandbox: Sandbox, spec: RunSpec, monkeypatch) -> None:
+    (spec.job_dir / "outputs").mkdir()  # so making it fails
+
+
+def fail_fill(sandbox: Sandbox, spec: RunSpec, monkeypatch) -> None:
+    def explode(inputs: Path, work: Path) -> None:
+        raise RecursionError("maximum recursion depth exceeded")
+
+    monkeypatch.setattr(workdir_module, "fill", explode)
+
+
+@pytest.mark.parametrize("failure", [fail_cgroups, fail_outputs_dir, fail_fill])
+def test_setup_failures_of_any_kind_leave_no_mount(sandbox, state_dir, monkeypatch, failure):
+    spec = make_spec(state_dir / "in-process", "setup-failure", {"main.py": b"x"}, 2**20)
+    failure(sandbox, spec, monkeypatch)
+    with pytest.raises((OSError, RecursionError)):
+        asyncio.run(sandbox.run(spec, lambda _: None))
+    assert_nothing_left(sandbox, spec)
+
+
+def test_inputs_larger_than_the_tmpfs_are_a_storage_limit(sandbox, state_dir):
+    spec = make_spec(state_dir / "in-process", "no-room", {"big": os.urandom(300_000)}, 64 * 1024)
+    result = asyncio.run(sandbox.run(spec, lambda _: None))
+    assert result.failure == "storage_limit" and result.exit_code is None
+    assert result.note is not None and result.note.startswith("storage limit of")
+    assert_nothing_left(sandbox, spec)
+
+
+def test_cancelled_mid_setup_waits_for_the_setup_then_leaves_no_mount(
+    sandbox, state_dir, monkeypatch
+):
+    # The server's stop cancels its workers once the grace period is over; a job may be in its
+    # setup then, in a thread nobody can stop: what that thread mounts must still be undone.
+    filling, release = threading.Event(), threading.Event()
+    real_fill = workdir_module.fill
+
+    def slow_fill(inputs: Path, work: Path) -> None:
+        filling.set()
+        release.wait(30)
+        real_fill(inputs, work)
+
+    monkeypatch.setattr(workdir_module, "fill", slow_fill)
+    spec = make_spec(state_dir / "in-process", "cancelled", {"main.py": b"x"}, 2**20)
+
+    async def scenario() -> None:
+        task = asyncio.create_task(sandbox.run(spec, lambda _: None))
+        assert await asyncio.to_thread(filling.wait, 30)
+        assert mounts_below(sandbox.layout.work)  # mounted, being filled
+        task.cancel()
+        release.set()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    asyncio.run(scenario())
+    assert_nothing_left(sandbox, spec)
+
+
+def test_close_unmounts_what_jobs_left(sandbox):
+    leftover = sandbox.layout.work / "left-by-a-job"
+    leftover.mkdir()
+    workdir_module.mount_tmpfs(leftover, 2**20, 100)
+    assert mounts_below(sandbox.layout.work)
+    sandbox.close()
+    assert not mounts_below(sandbox.layout.work) and not leftover.exists()
+
+
+# --- copy-out: at most the storage limit reaches the host's disk ----------------------------------
+
+LIMIT = 8_000_000  # JOBRUNNER_STORAGE_MB=8
+
+
+@pytest.fixture
+def small_server(start_server):
+    return start_server(*GENEROUS, env={"JOBRUNNER_STORAGE_MB": "8"})
+
+
+def not_listed(log: str) -> list[str]:
+    return [line.split()[2] for line in log.splitlines() if " not listed: " in line]
+
+
+def test_sparse_outputs_are_charged_their_size(small_server, state_dir):
+    # Ten files of 3 MB each that take no room in the tmpfs: 30 MB for an 8 MB limit.
+    code = (
+        "for n in range(10):\n"
+        "    with open(f'sparse{n}.bin', 'wb') as handle:\n"
+        "        handle.truncate(3_000_000)\n"
+    )
+    record = run_job(small_server.url, code)
+    log = log_of(small_server.url, record["job_id"])
+    assert record["status"] == "failed" and record["failure"] == "output_limit", log
+    assert sorted(record["output_files"]) == ["sparse0.bin", "sparse1.bin"]
+    assert not_listed(log) == [f"sparse{n}.bin" for n in range(2, 10)], log
+    assert "its 3000000 bytes exceed the 2000000 bytes left of the storage limit" in log
+    assert log.splitlines()[-1].startswith("[jobrunner] "), log
+    outputs = state_dir / "s0" / "jobs" / record["job_id"] / "outputs"
+    assert apparent(outputs) <= LIMIT
+    assert allocated(outputs) < 1_000_000  # the holes stay holes on the host
+    zeros = hashlib.sha256(bytes(3_000_000)).hexdigest()
+    assert record["output_files"]["sparse1.bin"]["sha256_hash"] == zeros
+    download = httpx.get(f"{small_server.url}/download/{record['job_id']}/sparse1.bin")
+    assert download.content == bytes(3_000_000)
+
+
+def test_hard_linked_outputs_are_charged_each_time(small_server, state_dir):
+    # One real 3 MB file under ten names: 30 MB to copy out for an 8 MB limit.
+    code = (
+        "import os\nopen('data0.bin', 'wb').write(os.urandom(3_000_000))\n"
+        "for n in range(1, 10):\n    os.link('data0.bin', f'data{n}.bin')\n"
+    )
+    record = run_job(small_server.url, code)
+    log = log_of(small_server.url, record["job_id"])
+    assert record["status"] == "failed" and record["failure"] == "output_limit", log
+    assert sorted(record["output_files"]) == ["data0.bin", "data1.bin"]
+    assert not_listed(log) == [f"data{n}.bin" for n in range(2, 10)], log
+    job_dir = state_dir / "s0" / "jobs" / record["job_id"]
+    assert apparent(job_dir / "outputs") <= LIMIT
+    assert allocated(job_dir) <= LIMIT + 1_000_000  # outputs, log and inputs together
+
+
+def test_outputs_within_the_limit_are_all_kept(small_server):
+    code = "for n in range(3):\n    open(f'out{n}.txt', 'w').write('x' * 1_000_000)\n"
+    record = run_job(small_server.url, code)
+    assert record["status"] == "completed", log_of(small_server.url, record["job_id"])
+    assert sorted(record["output_files"]) == ["out0.txt", "out1.txt", "out2.txt"]
