@@ -4,6 +4,8 @@ outside the job (checked as properties and through the real server)."""
 import gzip
 import io
 import os
+import subprocess
+import sys
 import tarfile
 from pathlib import Path
 
@@ -13,6 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from jobrunner.uploads import Budget, UploadError, extract_tarball, safe_name
+from support import hostiletar
 from support.jobclient import submit, tarball
 
 segment = st.text(
@@ -272,3 +275,43 @@ def test_a_long_but_bounded_pax_name_is_still_fine(tmp_path):
     budget = Budget(10**6, 1000)
     extract_tarball(buffer, tmp_path, budget)
     assert (tmp_path / name).read_bytes() == b"ok"
+
+
+# --- hostile tar headers: memory stays bounded whatever the headers claim -----------------------
+
+# The child's peak RSS from VmHWM: its ru_maxrss starts at the parent's (Linux keeps it across
+# exec), so under pytest it would hide any growth below pytest's own size.
+_EXTRACT_AND_MEASURE = """
+import sys, tempfile
+from pathlib import Path
+from jobrunner.uploads import Budget, UploadError, extract_tarball
+def peak_kib():
+    with open("/proc/self/status") as status:
+        return next(int(line.split()[1]) for line in status if line.startswith("VmHWM:"))
+before = peak_kib()
+with open(sys.argv[1], "rb") as raw, tempfile.TemporaryDirectory() as dest:
+    try:
+        extract_tarball(raw, Path(dest), Budget(100_000_000, 10_000))
+    except UploadError as error:
+        print(error, file=sys.stderr)
+    else:
+        sys.exit("accepted")
+print(peak_kib() - before)
+"""
+
+
+@pytest.mark.parametrize("attack", sorted(hostiletar.ATTACKS))
+def test_hostile_archives_are_refused_in_bounded_memory(tmp_path, attack):
+    # tarfile turned these into 0.3 to 2 GB (pax keys, sparse maps, extension blocks).
+    archive = tmp_path / "hostile.tgz"
+    archive.write_bytes(hostiletar.ATTACKS[attack]())
+    child = subprocess.run(
+        [sys.executable, "-c", _EXTRACT_AND_MEASURE, archive],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert child.returncode == 0, child.stderr
+    assert hostiletar.DETAILS[attack] in child.stderr
+    assert int(child.stdout) < 50 * 1024  # KiB: under 50 MiB of growth
