@@ -418,6 +418,27 @@ def test_a_hostile_tar_is_a_400_and_health_answers_meanwhile(tmp_path, monkeypat
     run(scenario, tmp_path)
 
 
+def test_files_are_charged_whole_pages_at_submit(tmp_path):
+    # The 9,000 x 8,193-byte case at a hundredth of the scale, with 1 MB of storage: 100 files
+    # of 8,193 bytes are 0.82 MB of content but take 3 pages each, 1.23 MB of the job's tmpfs;
+    # 81 of them and main.json's page are 999,424 bytes, and fit.
+    def job(files: int) -> dict[str, str | bytes]:
+        return {"main.json": steps(), **{f"f{i:03d}": bytes(8193) for i in range(files)}}
+
+    async def scenario(served: Served) -> None:
+        async with httpx.AsyncClient(timeout=20) as client:
+            accepted = await submit(client, served, job(81))
+            assert accepted.status_code == 200, accepted.text
+            refused = await submit(client, served, job(100))
+            assert refused.status_code == 400
+            assert refused.json() == {
+                "error": "Invalid manifest",
+                "details": "f081: the upload exceeds the 1 MB storage limit",
+            }
+
+    run(scenario, tmp_path, storage_mb=1)
+
+
 # --- 7. NUL bytes -------------------------------------------------------------------------------
 
 

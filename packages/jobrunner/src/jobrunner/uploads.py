@@ -4,7 +4,8 @@ Only regular files and directories are accepted. Symlinks, hard links, devices, 
 names and `..` are refused with the entry's name; so are duplicates and names that would turn a file
 into a directory. The tar stream is read by `tarstream`, never by the standard library's tarfile.
 Size and entry budgets are enforced while the stream is decompressed, so a gzip bomb stops after at
-most the storage limit plus a little header overhead has been inflated.
+most the storage limit plus a little header overhead has been inflated. Files are charged what they
+will occupy on the job's tmpfs: whole pages.
 Files are created with O_EXCL|O_NOFOLLOW inside a directory we just made, so no entry can write
 anywhere else.
 """
@@ -30,6 +31,13 @@ MAX_NAME = 1024
 # most MAX_NAME), and all of them in one archive (HEADER_ALLOWANCE per entry, as for inflating).
 MAX_EXTENDED_HEADER = 64 * 1024
 HEADER_ALLOWANCE = 2048
+# The job's work dir is a tmpfs, which gives a file whole pages (an empty file or a directory none).
+PAGE = 4096
+
+
+def occupied(size: int) -> int:
+    """What a file of `size` bytes takes on the job's tmpfs."""
+    return -(-size // PAGE) * PAGE
 
 
 class UploadError(ValueError):
@@ -45,7 +53,7 @@ class InputFile:
 
 @dataclass
 class Budget:
-    """What an upload may still use: bytes of file content and number of entries."""
+    """What an upload may still use: bytes on the job's tmpfs (in whole pages), and entries."""
 
     max_bytes: int
     max_entries: int
@@ -57,6 +65,13 @@ class Budget:
         self.entries += 1
         if self.entries > self.max_entries:
             raise UploadError(f"too many entries (limit {self.max_entries}) at {name}")
+
+    def add_file(self, size: int, name: str) -> None:
+        """A whole file of `size` bytes, whose content `add_bytes` charged as it was written."""
+        self.add_bytes(occupied(size) - size, name)
+
+    def fits(self, size: int) -> bool:
+        return self.used_bytes + occupied(size) <= self.max_bytes
 
     def add_bytes(self, count: int, name: str) -> None:
         self.used_bytes += count
@@ -143,6 +158,7 @@ def _write_file(
             digest.update(chunk)
             out.write(chunk)
             size += len(chunk)
+    budget.add_file(size, path)
     budget.files.append(InputFile(path, size, digest.hexdigest()))
 
 
@@ -182,8 +198,8 @@ def _extract_member(
     if member.is_dir:
         _make_dirs(dest, path)
         return
-    if budget.used_bytes + member.size > budget.max_bytes:
-        budget.add_bytes(member.size, path)  # raises with the storage-limit message
+    if not budget.fits(member.size):
+        budget.add_bytes(occupied(member.size), path)  # raises with the storage-limit message
     _write_file(dest, path, archive.read, member.mode, budget)
 
 
