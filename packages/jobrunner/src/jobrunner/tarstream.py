@@ -45,7 +45,7 @@ _OCTAL = b"01234567"
 _MAX_LENGTH_DIGITS = 12  # a record's length cannot need more digits than its header's size
 _MAX_SIZE_DIGITS = 30
 # Each pax record counts at least this many bytes against `max_extended_total`, so that bound
-# also bounds the parsing work (a header of 5-byte records is 13 times the records per byte).
+# also bounds the parsing work: 5-byte records cost 13 times the parsing per byte of 64-byte ones.
 _RECORD_COST = 64
 
 
