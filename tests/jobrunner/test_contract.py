@@ -8,6 +8,7 @@ import json
 import os
 import socket
 import tarfile
+import threading
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
@@ -15,7 +16,8 @@ import httpx
 import pytest
 import websockets
 
-from support import wsframes
+from jobrunner import uploads
+from support import hostiletar, wsframes
 from support.fakerunner import Served, serving, steps
 from support.jobclient import tarball
 from support.servers import wait_until_async
@@ -371,6 +373,70 @@ def test_submit_answers_while_every_slot_blocks_a_thread(tmp_path):
             served.runner.open("b")
 
     run(scenario, tmp_path, concurrency=slots)
+
+
+# --- 5. hostile tar uploads: tarfile's CVE-2024-6232, memory amplification, 500s --------------
+
+
+@pytest.mark.timeout(30)  # tarfile on 3.11.7 spent minutes in the first attack, holding the GIL
+@pytest.mark.parametrize("attack", sorted(hostiletar.ATTACKS))
+def test_a_hostile_tar_is_a_400_and_health_answers_meanwhile(tmp_path, monkeypatch, attack):
+    body = hostiletar.ATTACKS[attack]()
+    started, health_answered = threading.Event(), threading.Event()
+    extract = uploads.extract_tarball
+
+    def extract_until_health_answered(raw, dest, budget) -> None:
+        # The upload stays in progress until /health has answered: its answer must not wait
+        # for the extraction, which on a thread must never stop the event loop.
+        started.set()
+        try:
+            extract(raw, dest, budget)
+        finally:
+            health_answered.wait(20)
+
+    monkeypatch.setattr(uploads, "extract_tarball", extract_until_health_answered)
+
+    async def scenario(served: Served) -> None:
+        async with httpx.AsyncClient(timeout=20) as client:
+            upload = asyncio.create_task(
+                client.post(
+                    f"{served.url}/submit",
+                    files={"files": ("job.tar.gz", body)},
+                    data={"manifest": json.dumps({"entrypoint": "main.py"})},
+                )
+            )
+            assert await asyncio.to_thread(started.wait, 20)
+            health = await client.get(f"{served.url}/health")
+            health_answered.set()
+            assert health.status_code == 200 and health.json()["status"] == "healthy"
+            response = await upload
+            assert response.status_code == 400
+            assert response.json()["error"] == "Invalid manifest"
+            assert hostiletar.DETAILS[attack] in response.json()["details"]
+            assert os.listdir(served.service.jobs_dir) == []
+
+    run(scenario, tmp_path)
+
+
+def test_files_are_charged_whole_pages_at_submit(tmp_path):
+    # The 9,000 x 8,193-byte case at a hundredth of the scale, with 1 MB of storage: 100 files
+    # of 8,193 bytes are 0.82 MB of content but take 3 pages each, 1.23 MB of the job's tmpfs;
+    # 81 of them and main.json's page are 999,424 bytes, and fit.
+    def job(files: int) -> dict[str, str | bytes]:
+        return {"main.json": steps(), **{f"f{i:03d}": bytes(8193) for i in range(files)}}
+
+    async def scenario(served: Served) -> None:
+        async with httpx.AsyncClient(timeout=20) as client:
+            accepted = await submit(client, served, job(81))
+            assert accepted.status_code == 200, accepted.text
+            refused = await submit(client, served, job(100))
+            assert refused.status_code == 400
+            assert refused.json() == {
+                "error": "Invalid manifest",
+                "details": "f081: the upload exceeds the 1 MB storage limit",
+            }
+
+    run(scenario, tmp_path, storage_mb=1)
 
 
 # --- 7. NUL bytes -------------------------------------------------------------------------------

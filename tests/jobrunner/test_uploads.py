@@ -4,6 +4,8 @@ outside the job (checked as properties and through the real server)."""
 import gzip
 import io
 import os
+import subprocess
+import sys
 import tarfile
 from pathlib import Path
 
@@ -12,7 +14,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from jobrunner.uploads import Budget, UploadError, extract_tarball, safe_name
+from jobrunner.sandbox import workdir
+from jobrunner.uploads import PAGE, Budget, UploadError, extract_tarball, safe_name
+from support import hostiletar, require
 from support.jobclient import submit, tarball
 
 segment = st.text(
@@ -272,3 +276,102 @@ def test_a_long_but_bounded_pax_name_is_still_fine(tmp_path):
     budget = Budget(10**6, 1000)
     extract_tarball(buffer, tmp_path, budget)
     assert (tmp_path / name).read_bytes() == b"ok"
+
+
+# --- hostile tar headers: memory stays bounded whatever the headers claim -----------------------
+
+# The child's peak RSS from VmHWM: its ru_maxrss starts at the parent's (Linux keeps it across
+# exec), so under pytest it would hide any growth below pytest's own size.
+_EXTRACT_AND_MEASURE = """
+import sys, tempfile
+from pathlib import Path
+from jobrunner.uploads import Budget, UploadError, extract_tarball
+def peak_kib():
+    with open("/proc/self/status") as status:
+        return next(int(line.split()[1]) for line in status if line.startswith("VmHWM:"))
+before = peak_kib()
+with open(sys.argv[1], "rb") as raw, tempfile.TemporaryDirectory() as dest:
+    try:
+        extract_tarball(raw, Path(dest), Budget(100_000_000, 10_000))
+    except UploadError as error:
+        print(error, file=sys.stderr)
+    else:
+        sys.exit("accepted")
+print(peak_kib() - before)
+"""
+
+
+@pytest.mark.parametrize("attack", sorted(hostiletar.ATTACKS))
+def test_hostile_archives_are_refused_in_bounded_memory(tmp_path, attack):
+    # tarfile turned these into 0.3 to 2 GB (pax keys, sparse maps, extension blocks).
+    archive = tmp_path / "hostile.tgz"
+    archive.write_bytes(hostiletar.ATTACKS[attack]())
+    child = subprocess.run(
+        [sys.executable, "-c", _EXTRACT_AND_MEASURE, archive],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert child.returncode == 0, child.stderr
+    assert hostiletar.DETAILS[attack] in child.stderr
+    assert int(child.stdout) < 50 * 1024  # KiB: under 50 MiB of growth
+
+
+# --- storage is charged in the tmpfs's pages ------------------------------------------------------
+
+
+def test_files_cost_whole_pages_and_empty_files_or_directories_none(tmp_path):
+    directories = [tarfile.TarInfo(f"dir{i}") for i in range(5)]
+    for info in directories:
+        info.type = tarfile.DIRTYPE
+    tree = [
+        *directories,
+        *(regular(f"empty{i}", b"") for i in range(50)),
+        regular("two-pages", bytes(PAGE + 1)),
+        regular("one-page", b"x"),
+    ]
+    budget = Budget(3 * PAGE, 100)
+    extract_tarball(build(tree), tmp_path, budget)
+    assert budget.used_bytes == 3 * PAGE
+    with pytest.raises(UploadError, match=r"^another: the upload exceeds the 0 MB storage limit$"):
+        extract_tarball(build([regular("another", b"x")]), tmp_path, budget)
+
+
+def test_plain_files_cost_whole_pages_too(tmp_path):
+    from jobrunner.uploads import save_plain_file
+
+    budget = Budget(2 * PAGE, 10)
+    save_plain_file("a", io.BytesIO(b"x"), tmp_path, budget)
+    save_plain_file("b", io.BytesIO(bytes(PAGE)), tmp_path, budget)
+    with pytest.raises(UploadError, match="storage limit"):
+        save_plain_file("c", io.BytesIO(b"x"), tmp_path, budget)
+
+
+def test_what_the_budget_accepts_fits_the_jobs_tmpfs_and_what_it_refuses_would_not(tmp_path):
+    # The 9,000 x 8,193-byte case at a hundredth of the scale: 1 MB of storage, the tmpfs the
+    # sandbox mounts for it. Content alone would fit both trees; pages fit only the first.
+    require(os.geteuid() == 0, "mounting a tmpfs needs root")
+    limit = 1_000_000
+    fits = build([regular(f"f{i:03d}", bytes(8193)) for i in range(81)])  # 81 x 3 pages
+    over = build([regular(f"f{i:03d}", bytes(8193)) for i in range(90)])  # 0.74 MB content
+    (tmp_path / "fits").mkdir()
+    extract_tarball(fits, tmp_path / "fits", Budget(limit, 1000))
+    with pytest.raises(UploadError, match="f081: the upload exceeds the 1 MB storage limit"):
+        (tmp_path / "refused").mkdir()
+        extract_tarball(over, tmp_path / "refused", Budget(limit, 1000))
+    over.seek(0)
+    (tmp_path / "over").mkdir()
+    extract_tarball(over, tmp_path / "over", Budget(10 * limit, 1000))  # for the tmpfs below
+    for tree, room in (("fits", True), ("over", False)):
+        work = tmp_path / f"work-{tree}"
+        work.mkdir()
+        workdir.mount_tmpfs(work, limit, 1000)
+        try:
+            if room:
+                workdir.fill(tmp_path / tree, work)
+            else:
+                with pytest.raises(OSError, match="No space left on device"):
+                    workdir.fill(tmp_path / tree, work)
+        finally:
+            workdir.unmount(work)

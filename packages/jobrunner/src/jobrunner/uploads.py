@@ -2,8 +2,10 @@
 
 Only regular files and directories are accepted. Symlinks, hard links, devices, fifos, absolute
 names and `..` are refused with the entry's name; so are duplicates and names that would turn a file
-into a directory. Size and entry budgets are enforced while the stream is decompressed, so a gzip
-bomb stops after at most the storage limit plus a little header overhead has been inflated.
+into a directory. The tar stream is read by `tarstream`, never by the standard library's tarfile.
+Size and entry budgets are enforced while the stream is decompressed, so a gzip bomb stops after at
+most the storage limit plus a little header overhead has been inflated. Files are charged what they
+will occupy on the job's tmpfs: whole pages.
 Files are created with O_EXCL|O_NOFOLLOW inside a directory we just made, so no entry can write
 anywhere else.
 """
@@ -12,37 +14,30 @@ import gzip
 import hashlib
 import io
 import os
-import tarfile
 import zlib
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any, BinaryIO
+from typing import TYPE_CHECKING, BinaryIO
 
 if TYPE_CHECKING:
     from _typeshed import WriteableBuffer
 
-from jobrunner import paths
+from jobrunner import paths, tarstream
 
 CHUNK = 1 << 20
 MAX_NAME = 1024
-# pax and GNU long-name headers are read whole by tarfile: bound them (a name is at most MAX_NAME).
+# pax and GNU long-name headers are held whole while they are parsed: bound each (a name is at
+# most MAX_NAME), and all of them in one archive (HEADER_ALLOWANCE per entry, as for inflating).
 MAX_EXTENDED_HEADER = 64 * 1024
-_EXTENDED = (
-    tarfile.XHDTYPE,
-    tarfile.XGLTYPE,
-    tarfile.SOLARIS_XHDTYPE,
-    tarfile.GNUTYPE_LONGNAME,
-    tarfile.GNUTYPE_LONGLINK,
-)
-_KINDS = {
-    tarfile.SYMTYPE: "a symbolic link",
-    tarfile.LNKTYPE: "a hard link",
-    tarfile.CHRTYPE: "a character device",
-    tarfile.BLKTYPE: "a block device",
-    tarfile.FIFOTYPE: "a fifo",
-    tarfile.CONTTYPE: "a contiguous file",
-    tarfile.GNUTYPE_SPARSE: "a sparse file",
-}
+HEADER_ALLOWANCE = 2048
+# The job's work dir is a tmpfs, which gives a file whole pages (an empty file or a directory none).
+PAGE = 4096
+
+
+def occupied(size: int) -> int:
+    """What a file of `size` bytes takes on the job's tmpfs."""
+    return -(-size // PAGE) * PAGE
 
 
 class UploadError(ValueError):
@@ -58,7 +53,7 @@ class InputFile:
 
 @dataclass
 class Budget:
-    """What an upload may still use: bytes of file content and number of entries."""
+    """What an upload may still use: bytes on the job's tmpfs (in whole pages), and entries."""
 
     max_bytes: int
     max_entries: int
@@ -70,6 +65,13 @@ class Budget:
         self.entries += 1
         if self.entries > self.max_entries:
             raise UploadError(f"too many entries (limit {self.max_entries}) at {name}")
+
+    def add_file(self, size: int, name: str) -> None:
+        """A whole file of `size` bytes, whose content `add_bytes` charged as it was written."""
+        self.add_bytes(occupied(size) - size, name)
+
+    def fits(self, size: int) -> bool:
+        return self.used_bytes + occupied(size) <= self.max_bytes
 
     def add_bytes(self, count: int, name: str) -> None:
         self.used_bytes += count
@@ -109,20 +111,6 @@ def shown(name: str) -> str:
     return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
 
 
-class _BoundedTarInfo(tarfile.TarInfo):
-    """tarfile reads an extended header's whole payload into memory: refuse big ones first."""
-
-    def _proc_member(self, tarfile_: tarfile.TarFile) -> tarfile.TarInfo:
-        if self.type in _EXTENDED and self.size > MAX_EXTENDED_HEADER:
-            raise UploadError(
-                f"an extended (pax or long-name) header of {self.size} bytes exceeds "
-                f"{MAX_EXTENDED_HEADER // 1024} KiB"
-            )
-        parent: Any = super()  # a private method: typeshed does not list it
-        member: tarfile.TarInfo = parent._proc_member(tarfile_)
-        return member
-
-
 def safe_name(name: str) -> str:
     """The entry's normalised relative path, or UploadError naming it."""
     try:
@@ -150,7 +138,9 @@ def _make_dirs(dest: Path, relative: str) -> None:
                 raise UploadError(f"{relative}: conflicts with a file of the same name") from None
 
 
-def _write_file(dest: Path, path: str, source: IO[bytes], mode: int, budget: Budget) -> None:
+def _write_file(
+    dest: Path, path: str, read: Callable[[int], bytes], mode: int, budget: Budget
+) -> None:
     parent = path.rpartition("/")[0]
     _make_dirs(dest, parent)
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
@@ -163,53 +153,54 @@ def _write_file(dest: Path, path: str, source: IO[bytes], mode: int, budget: Bud
     digest = hashlib.sha256()
     size = 0
     with os.fdopen(fd, "wb") as out:
-        while chunk := source.read(CHUNK):
+        while chunk := read(CHUNK):
             budget.add_bytes(len(chunk), path)
             digest.update(chunk)
             out.write(chunk)
             size += len(chunk)
+    budget.add_file(size, path)
     budget.files.append(InputFile(path, size, digest.hexdigest()))
 
 
 def extract_tarball(raw: BinaryIO, dest: Path, budget: Budget) -> None:
     """Unpack a gzip-compressed tar stream into `dest` (an empty directory we own)."""
     # Headers cost 512 bytes (plus long-name blocks); allow them on top of the content budget.
-    inflated = io.BufferedReader(
-        _Inflated(raw, budget.max_bytes + budget.max_entries * 2048 + CHUNK)
+    allowance = budget.max_entries * HEADER_ALLOWANCE
+    inflated = io.BufferedReader(_Inflated(raw, budget.max_bytes + allowance + CHUNK))
+    archive = tarstream.TarReader(
+        inflated,
+        max_extended=MAX_EXTENDED_HEADER,
+        max_extended_total=allowance + MAX_EXTENDED_HEADER,
     )
     try:
-        archive = tarfile.open(  # noqa: SIM115 -- `with` below
-            fileobj=inflated, mode="r|", tarinfo=_BoundedTarInfo, errors="surrogateescape"
-        )
-    except tarfile.ReadError as error:
-        raise UploadError(f"not a gzip-compressed tar archive ({error})") from None
-    with archive:
-        try:
-            for member in archive:
-                _extract_member(archive, member, dest, budget)
-        except tarfile.TarError as error:
-            raise UploadError(f"corrupt tar archive ({error})") from None
+        for member in archive.members():
+            _extract_member(archive, member, dest, budget)
+    except tarstream.TarError as error:
+        raise UploadError(_details(error)) from None
+
+
+def _details(error: tarstream.TarError) -> str:
+    where = "" if error.name is None else f"{shown(error.name)}: "
+    if isinstance(error, tarstream.NotATar):
+        return f"not a gzip-compressed tar archive ({error.reason})"
+    if isinstance(error, tarstream.Corrupt):
+        return f"corrupt tar archive ({where}{error.reason})"
+    return f"{where}{error.reason}"
 
 
 def _extract_member(
-    archive: tarfile.TarFile, member: tarfile.TarInfo, dest: Path, budget: Budget
+    archive: tarstream.TarReader, member: tarstream.Member, dest: Path, budget: Budget
 ) -> None:
-    if member.type in _KINDS:
-        raise UploadError(f"{shown(member.name)}: {_KINDS[member.type]} is not allowed")
-    if not (member.isreg() or member.isdir()):
-        raise UploadError(f"{shown(member.name)}: entry type {member.type!r} is not allowed")
     path = safe_name(member.name)
+    budget.add_entry(path or ".")  # the archive's own "./" entry costs an entry, and no more
     if not path:
-        return  # the archive's own "./" entry
-    budget.add_entry(path)
-    if member.isdir():
+        return
+    if member.is_dir:
         _make_dirs(dest, path)
         return
-    if budget.used_bytes + member.size > budget.max_bytes:
-        budget.add_bytes(member.size, path)  # raises with the storage-limit message
-    source = archive.extractfile(member)
-    assert source is not None
-    _write_file(dest, path, source, member.mode, budget)
+    if not budget.fits(member.size):
+        budget.add_bytes(occupied(member.size), path)  # raises with the storage-limit message
+    _write_file(dest, path, archive.read, member.mode, budget)
 
 
 def save_plain_file(name: str, source: BinaryIO, dest: Path, budget: Budget) -> None:
@@ -218,7 +209,7 @@ def save_plain_file(name: str, source: BinaryIO, dest: Path, budget: Budget) -> 
     if not path or "/" in path:
         raise UploadError(f"{name!r}: a plain file part needs a bare file name")
     budget.add_entry(path)
-    _write_file(dest, path, source, 0o644, budget)
+    _write_file(dest, path, source.read, 0o644, budget)
 
 
 def is_gzip(head: bytes) -> bool:
