@@ -107,24 +107,22 @@ def test_a_500_level_deep_upload_runs_and_leaves_no_mount(server, state_dir):
     assert run_job(server.url, "print('next')\n")["status"] == "completed"
 
 
-def test_inputs_that_do_not_fit_the_tmpfs_fail_storage_limit_and_leave_no_mount(
-    start_server, state_dir
-):
-    # 200 files of 4097 bytes: 0.82 MB of content, 1.6 MB of tmpfs pages, in a 1 MB work dir.
+def test_inputs_that_would_not_fit_the_tmpfs_are_refused_at_submit(start_server, state_dir):
+    # 200 files of 4097 bytes: 0.82 MB of content but 1.6 MB of tmpfs pages, for a 1 MB work dir.
+    # The upload is charged in pages, so it never reaches the sandbox (which would fail it
+    # `storage_limit` without leaking its mount: test_inputs_larger_than_the_tmpfs_...); 120 such
+    # files (0.98 MB of pages) still run.
     server = start_server(*GENEROUS, env={"JOBRUNNER_STORAGE_MB": "1"})
-    response = submit(server.url, page_hungry_tarball(200, 4097), {"entrypoint": "main.py"})
-    if response.status_code == 400:
-        pytest.skip("uploads charge whole pages now; test_setup_failures_... covers the sandbox")
-    assert response.status_code == 200, response.text
-    job_id = response.json()["job_id"]
-    record = wait_finished(server.url, job_id)
-    assert record["status"] == "failed" and record["failure"] == "storage_limit", record
-    log = log_of(server.url, job_id)
-    assert log.splitlines()[-1].startswith("[jobrunner] storage limit of 1 MB reached"), log
+    refused = submit(server.url, page_hungry_tarball(200, 4097), {"entrypoint": "main.py"})
+    assert refused.status_code == 400, refused.text
+    assert "exceeds the 1 MB storage limit" in refused.json()["details"]
     work = Layout.for_state(state_dir / "s0").work
-    assert not mounts_below(work) and not (work / job_id).exists()
-    assert not job_cgroups(state_dir / "s0", job_id)
-    assert run_job(server.url, "print('next')\n")["status"] == "completed"
+    assert not mounts_below(work)
+    accepted = submit(server.url, page_hungry_tarball(120, 4097), {"entrypoint": "main.py"})
+    assert accepted.status_code == 200, accepted.text
+    record = wait_finished(server.url, accepted.json()["job_id"])
+    assert record["status"] == "completed", record
+    assert not mounts_below(work)
     server.stop()  # a graceful stop leaves no mount either
     assert not mounts_below(work)
 

@@ -150,6 +150,20 @@ def test_too_many_entries(tmp_path):
         extract_tarball(build(entries), tmp_path, Budget(10**6, 10))
 
 
+def test_directories_an_entry_implies_count_as_entries(tmp_path):
+    # Three files 400 levels deep each make 400 directories (inodes on the host and in the job's
+    # tmpfs): they once cost 3 entries of a 10,000 budget, so 10,000 such files made 4 million.
+    deep = "/".join(["d"] * 400)
+    entries = [regular(f"{top}/{deep}/f", b"x") for top in ("a", "b", "c")]
+    (tmp_path / "no").mkdir()
+    with pytest.raises(UploadError, match="too many entries"):
+        extract_tarball(build(entries), tmp_path / "no", Budget(10**6, 1205))
+    (tmp_path / "yes").mkdir()
+    budget = Budget(10**6, 1206)  # 3 x 401 directories and 3 files fit exactly
+    extract_tarball(build(entries), tmp_path / "yes", budget)
+    assert budget.entries == 1206 and len(budget.files) == 3
+
+
 def special(kind: bytes) -> bytes:
     info = tarfile.TarInfo("entry")
     info.type = kind
@@ -371,7 +385,7 @@ def test_what_the_budget_accepts_fits_the_jobs_tmpfs_and_what_it_refuses_would_n
             if room:
                 workdir.fill(tmp_path / tree, work)
             else:
-                with pytest.raises(OSError, match="No space left on device"):
+                with pytest.raises(workdir.InputsDoNotFit):  # ENOSPC, as the sandbox says it
                     workdir.fill(tmp_path / tree, work)
         finally:
             workdir.unmount(work)

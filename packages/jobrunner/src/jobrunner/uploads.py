@@ -127,22 +127,29 @@ def safe_name(name: str) -> str:
     return path
 
 
-def _make_dirs(dest: Path, relative: str) -> None:
+def _make_dirs(dest: Path, relative: str, budget: Budget, *, named: bool = False) -> None:
+    """The directories of `relative`, each one made costing an entry: a path 500 levels deep
+    makes 500 directories (inodes, here and on the job's tmpfs), so they count like the entries
+    the archive names. `named`: the last one is an archive entry itself, charged already."""
+    parts = relative.split("/") if relative else []
     current = dest
-    for part in relative.split("/") if relative else []:
+    for depth, part in enumerate(parts, 1):
         current = current / part
         try:
             os.mkdir(current, 0o755)
         except FileExistsError:
             if current.is_symlink() or not current.is_dir():
                 raise UploadError(f"{relative}: conflicts with a file of the same name") from None
+            continue
+        if not (named and depth == len(parts)):
+            budget.add_entry("/".join(parts[:depth]))
 
 
 def _write_file(
     dest: Path, path: str, read: Callable[[int], bytes], mode: int, budget: Budget
 ) -> None:
     parent = path.rpartition("/")[0]
-    _make_dirs(dest, parent)
+    _make_dirs(dest, parent, budget)
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
     try:
         fd = os.open(dest / path, flags, 0o755 if mode & 0o100 else 0o644)
@@ -196,7 +203,7 @@ def _extract_member(
     if not path:
         return
     if member.is_dir:
-        _make_dirs(dest, path)
+        _make_dirs(dest, path, budget, named=True)
         return
     if not budget.fits(member.size):
         budget.add_bytes(occupied(member.size), path)  # raises with the storage-limit message
