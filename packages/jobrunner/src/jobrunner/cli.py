@@ -43,6 +43,11 @@ def main() -> None:
 @click.option("--rate-concurrent", type=int, help="Concurrent jobs per client IP [2].")
 @click.option("--rate-per-hour", type=int, help="Accepted submits per client IP per hour [20].")
 @click.option("--rate-cpu-seconds", type=float, help="CPU seconds per client IP per minute [10].")
+@click.option(
+    "--rate-streams",
+    type=click.IntRange(1),
+    help="Log streams (GET /logs and the WebSocket) per client IP open at once [8].",
+)
 @click.option("--retention", type=float, help="Seconds a finished job is kept at most [600].")
 @click.option(
     "--delete-after-download",

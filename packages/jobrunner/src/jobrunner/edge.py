@@ -10,6 +10,7 @@ from typing import Any
 
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
+from starlette.websockets import WebSocket
 
 from jobrunner import errors
 from servekit import HTTPError
@@ -63,6 +64,19 @@ async def _on_domain_error(request: Request, exc: Exception) -> Response:
 
 def exception_handlers() -> dict[Any, Any]:
     return {**servekit_handlers(), errors.JobrunnerError: _on_domain_error}
+
+
+async def refuse_websocket(websocket: WebSocket, error: errors.JobrunnerError) -> None:
+    """Answer a WebSocket handshake with the HTTP error a plain request would get (a `429` with
+    its JSON body and `Retry-After`); a server without the ASGI denial-response extension gets
+    the socket accepted and closed `1013` with the error's reason."""
+    refusal = http_error(error)
+    if "websocket.http.response" in websocket.scope.get("extensions", {}):
+        await websocket.send_denial_response(refusal.response())
+        return
+    await websocket.accept()
+    reason = str(refusal.extra.get("reason") or refusal.details or refusal.error)
+    await websocket.close(1013, reason[:120])
 
 
 # A refused upload of at most this size is read (and dropped) before the refusal is sent.

@@ -89,9 +89,11 @@ def build_pool_app(pool: Pool, trusted: TrustedProxies, max_upload_mb: int = 50)
     async def status(request: Request) -> Response:
         return JSONResponse(await pool.status(request.path_params["job_id"]))
 
-    async def proxy(upstream: str, session: aiohttp.ClientSession) -> Response:
+    async def proxy(request: Request, upstream: str, session: aiohttp.ClientSession) -> Response:
+        # The worker counts the client's streams too (the pool is its trusted proxy).
+        forwarded = {"X-Forwarded-For": client_ip(request, trusted)}
         try:
-            reply = await session.get(URL(upstream, encoded=True))
+            reply = await session.get(URL(upstream, encoded=True), headers=forwarded)
         except (aiohttp.ClientError, TimeoutError) as error:
             raise errors.WorkerUnreachable(type(error).__name__) from None
         headers = {k: v for k, v in reply.headers.items() if k.lower() in PASSED_HEADERS}
@@ -107,16 +109,17 @@ def build_pool_app(pool: Pool, trusted: TrustedProxies, max_upload_mb: int = 50)
 
     async def logs(request: Request) -> Response:
         worker, job = pool.route(request.path_params["job_id"])
-        return await proxy(f"{worker.url}/logs/{job}", pool.session("streams"))
+        return await proxy(request, f"{worker.url}/logs/{job}", pool.session("streams"))
 
     async def outputs(request: Request) -> Response:
         worker, job = pool.route(request.path_params["job_id"])
-        return await proxy(f"{worker.url}/outputs/{job}", pool.session("api"))
+        return await proxy(request, f"{worker.url}/outputs/{job}", pool.session("api"))
 
     async def download(request: Request) -> Response:
         worker, job = pool.route(request.path_params["job_id"])
         path = output_path(request.path_params["filepath"])
-        return await proxy(f"{worker.url}/download/{job}/{path}", pool.session("streams"))
+        upstream = f"{worker.url}/download/{job}/{path}"
+        return await proxy(request, upstream, pool.session("streams"))
 
     async def stats(request: Request) -> Response:
         return JSONResponse(pool.stats(client_ip(request, trusted)))
@@ -141,7 +144,9 @@ def build_pool_app(pool: Pool, trusted: TrustedProxies, max_upload_mb: int = 50)
         pool.open_streams += 1
         try:
             with contextlib.suppress(WebSocketDisconnect):
-                await _relay(websocket, pool, job.worker.url, quote(job.job_id, safe=""))
+                job_path = quote(job.job_id, safe="")
+                client = client_ip(websocket, trusted)
+                await _relay(websocket, pool, job.worker.url, job_path, client)
         finally:
             pool.open_streams -= 1
 
@@ -166,11 +171,14 @@ def build_pool_app(pool: Pool, trusted: TrustedProxies, max_upload_mb: int = 50)
     )
 
 
-async def _relay(websocket: WebSocket, pool: Pool, worker_url: str, job: str) -> None:
+async def _relay(websocket: WebSocket, pool: Pool, worker_url: str, job: str, client: str) -> None:
     """Pass the worker's live log on, with its close code; stop at once if the client leaves."""
     url = URL(worker_url.replace("http", "ws", 1) + f"/logs/{job}/stream", encoded=True)
     try:
-        async with pool.session("streams").ws_connect(url, heartbeat=30) as upstream:
+        forwarded = {"X-Forwarded-For": client}
+        async with pool.session("streams").ws_connect(
+            url, heartbeat=30, headers=forwarded
+        ) as upstream:
 
             async def pump() -> None:
                 while True:
