@@ -2,12 +2,18 @@
 
 import asyncio
 import contextlib
+import fcntl
+import hashlib
 import json
+import os
 import socket
+import struct
 import subprocess
+import termios
 import urllib.error
 import urllib.parse
 import urllib.request
+from pathlib import Path
 from urllib.parse import urlsplit
 
 import httpx
@@ -257,3 +263,93 @@ def test_a_client_over_its_limit_is_refused_before_its_upload_is_read(cluster):
             answer += chunk
     assert answer.startswith(b"HTTP/1.1 429"), answer
     assert b"Concurrent job limit reached: 1/1 jobs" in answer
+
+
+# --- uploads in progress ----------------------------------------------------------------------
+
+MiB = 2**20
+
+
+def memory_of(pid: int) -> int:
+    """VmRSS of a process, in bytes."""
+    status = Path(f"/proc/{pid}/status").read_text()
+    return int(status.split("VmRSS:")[1].split()[0]) * 1024
+
+
+def unread(conn: socket.socket) -> int:
+    """Bytes `conn` has sent that the process at the other end has not read yet: those still in
+    this socket's send queue, and those in the receive queue of its peer (/proc/net/tcp)."""
+    unsent = struct.unpack("i", fcntl.ioctl(conn, termios.TIOCOUTQ, b"\0" * 4))[0]
+    ours, theirs = conn.getsockname()[1], conn.getpeername()[1]
+    for line in Path("/proc/net/tcp").read_text().splitlines()[1:]:
+        fields = line.split()
+        local, remote = int(fields[1].split(":")[1], 16), int(fields[2].split(":")[1], 16)
+        if (local, remote) == (theirs, ours):
+            return unsent + int(fields[4].split(":")[1], 16)
+    return unsent
+
+
+def start_upload(base: str, length: int, body: bytes = b"--b\r\n") -> socket.socket:
+    """An upload that announces `length` bytes and sends only `body` (so far)."""
+    parts = urlsplit(base)
+    conn = socket.create_connection((parts.hostname, parts.port), timeout=30)
+    conn.sendall(
+        b"POST /submit HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n"
+        b"Content-Type: multipart/form-data; boundary=b\r\n\r\n%s" % (length, body)
+    )
+    return conn
+
+
+def active_jobs(pool_url: str) -> int:
+    return httpx.get(f"{pool_url}/stats").json()["your_quota"]["active_jobs"]
+
+
+def test_uploads_in_progress_hold_a_slot_and_a_third_is_refused_at_once(cluster):
+    # 0.2's pool took a slot only once a whole upload was buffered: six simultaneous uploads of
+    # one client got no 429, and each could hold 50 MiB of its memory.
+    pool, _ = cluster(workers=1)
+    uploads = [start_upload(pool.url, 10 * MiB, b"--b\r\n" + b"a" * 100_000) for _ in range(2)]
+    assert wait_until(lambda: active_jobs(pool.url) == 2, timeout=20)
+    third = start_upload(pool.url, 10 * MiB)
+    answer = b""
+    while b"retry_after" not in answer and (chunk := third.recv(65536)):
+        answer += chunk  # (recv times out after 30 s: the answer must come from the headers)
+    assert answer.startswith(b"HTTP/1.1 429 Too Many Requests\r\n"), answer
+    assert b"Concurrent job limit reached: 2/2 jobs" in answer
+    for conn in [*uploads, third]:
+        conn.close()
+    assert wait_until(lambda: active_jobs(pool.url) == 0, timeout=20)  # the slots came back
+    assert "Traceback" not in pool.output  # clients that left are no error
+
+
+def test_a_large_upload_is_passed_on_whole_and_again_after_a_refusal(cluster):
+    # The first worker refuses every submit (from its headers, without reading the body): the
+    # pool offers the same spooled upload to the second one.
+    pool, (refusing, accepting) = cluster(workers=2, worker_args=[["--rate-concurrent", "0"]])
+    pad = os.urandom(3 * MiB)  # past the spool's 1 MiB in memory: read back from its file
+    code = "import hashlib\nprint(hashlib.sha256(open('pad.bin', 'rb').read()).hexdigest())\n"
+    reply = submit(pool.url, {"main.py": code, "pad.bin": pad}, {"entrypoint": "main.py"})
+    assert reply.status_code == 200, reply.text
+    job = reply.json()["job_id"]
+    assert wait_finished(pool.url, job)["status"] == "completed"
+    assert httpx.get(f"{accepting.url}/logs/{job}").text == hashlib.sha256(pad).hexdigest() + "\n"
+    assert httpx.get(f"{refusing.url}/status/{job}").status_code == 404
+
+
+def test_stalled_uploads_keep_the_pool_memory_bounded(cluster):
+    count, sent = 8, 32 * MiB
+    pool, _ = cluster(workers=1, pool_args=["--rate-concurrent", "100"])
+    pid = pool.proc.pid
+    before = memory_of(pid)
+    uploads = []
+    for _ in range(count):
+        conn = start_upload(pool.url, 40 * MiB)
+        conn.sendall(b"a" * sent)  # and then nothing more
+        uploads.append(conn)
+    assert wait_until(lambda: sum(unread(conn) for conn in uploads) == 0, timeout=60)
+    grown = memory_of(pid) - before
+    # Buffered in memory, eight 32 MiB bodies would be 256 MiB and more.
+    assert grown < 64 * MiB, f"the pool grew by {grown / MiB:.0f} MiB"
+    for conn in uploads:
+        conn.close()
+    assert wait_until(lambda: active_jobs(pool.url) == 0, timeout=20)

@@ -205,6 +205,14 @@ for _command in client_commands.COMMANDS:  # submit, status, logs, outputs, down
     help="Live logs and downloads proxied at once (more are refused, never queued).",
 )
 @click.option(
+    "--max-uploads",
+    type=click.IntRange(1),
+    default=32,
+    show_default=True,
+    help="Uploads in progress at once (each holds 1 MiB of memory, the rest on disk); "
+    "more are refused with 503.",
+)
+@click.option(
     "--retention",
     type=click.FloatRange(0),
     default=600.0,
@@ -226,6 +234,7 @@ def pool(
     rate_ipv6_prefix: int,
     lost_after: int,
     max_streams: int,
+    max_uploads: int,
     retention: float,
 ) -> None:
     """Run the trusted pool coordinator in front of allowlisted workers."""
@@ -250,6 +259,7 @@ def pool(
             health_interval=health_interval,
             lost_after=lost_after,
             max_streams=max_streams,
+            max_uploads=max_uploads,
             retention=retention,
         )
         app = build_pool_app(coordinator, TrustedProxies(trusted_proxies))

@@ -28,6 +28,7 @@ _STATUS: dict[type[errors.JobrunnerError], tuple[int, str]] = {
     errors.UpgradeRequired: (426, "Upgrade required"),
     errors.RateLimited: (429, "Rate limit exceeded"),
     errors.ShuttingDown: (503, "Service unavailable"),
+    errors.Busy: (503, "Service unavailable"),
 }
 
 
@@ -54,6 +55,9 @@ def http_error(error: errors.JobrunnerError) -> HTTPError:
         )
     if isinstance(error, errors.ShuttingDown):
         return HTTPError(status, title, error.details, headers={"Retry-After": "30"})
+    if isinstance(error, errors.Busy):
+        headers = {"Retry-After": str(error.retry_after)}
+        return HTTPError(status, title, error.details, headers=headers)
     return HTTPError(status, title, error.details)
 
 
@@ -62,8 +66,17 @@ async def _on_domain_error(request: Request, exc: Exception) -> Response:
     return http_error(exc).response()
 
 
+async def _on_client_gone(request: Request, exc: Exception) -> Response:
+    # The client left in the middle of its request body: nobody reads this, nothing to log.
+    return Response(status_code=400)
+
+
 def exception_handlers() -> dict[Any, Any]:
-    return {**servekit_handlers(), errors.JobrunnerError: _on_domain_error}
+    return {
+        **servekit_handlers(),
+        errors.JobrunnerError: _on_domain_error,
+        ClientDisconnect: _on_client_gone,
+    }
 
 
 async def refuse_websocket(websocket: WebSocket, error: errors.JobrunnerError) -> None:

@@ -21,6 +21,7 @@ from jobrunner import __version__, errors
 from jobrunner.app import interface
 from jobrunner.edge import drop_small_body
 from jobrunner.pool import Pool
+from jobrunner.spool import Spool
 from jobrunner.wire import ServerInfo
 from servekit import JSONResponse, TrustedProxies, client_ip
 
@@ -70,20 +71,20 @@ def build_pool_app(pool: Pool, trusted: TrustedProxies, max_upload_mb: int = 50)
         if length and length.isdigit() and int(length) > limit:
             raise errors.too_large(max_upload_mb)
         try:
-            await pool.admit(ip)  # 429 from the headers alone: never keep a refused upload
+            reservation = await pool.admit(ip)  # 429/503 from the headers alone
         except errors.JobrunnerError:
             await drop_small_body(request)  # so that the client reads the 429, not a reset
             raise
-        body = bytearray()
+        handed_over = False  # from then on, `pool.submit` settles the reservation
         try:
-            async with asyncio.timeout(pool.upload_timeout):  # a slow body holds nothing for ever
-                async for chunk in request.stream():
-                    body += chunk
-                    if len(body) > limit:
-                        raise errors.too_large(max_upload_mb)
-        except TimeoutError:
-            raise errors.UploadTimeout(f"the upload took over {pool.upload_timeout:g} s") from None
-        status, answer = await pool.submit(ip, bytes(body), request.headers.get("content-type", ""))
+            with Spool() as body:
+                await _receive(request, body, limit, max_upload_mb, pool.upload_timeout)
+                handed_over = True
+                content_type = request.headers.get("content-type", "")
+                status, answer = await pool.submit(ip, body, content_type, reservation)
+        finally:
+            if not handed_over:
+                pool.cancel(reservation)
         return Response(answer, status, media_type="application/json")
 
     async def status(request: Request) -> Response:
@@ -169,6 +170,21 @@ def build_pool_app(pool: Pool, trusted: TrustedProxies, max_upload_mb: int = 50)
         health=health,
         lifespan=lifespan,
     )
+
+
+async def _receive(
+    request: Request, body: Spool, limit: int, limit_mb: int, timeout: float
+) -> None:
+    """Read the request body into `body`: `413` as soon as it passes `limit`, `408` if it has not
+    all arrived within `timeout` seconds (a slow body holds its slots for no longer)."""
+    try:
+        async with asyncio.timeout(timeout):
+            async for chunk in request.stream():
+                if body.size + len(chunk) > limit:
+                    raise errors.too_large(limit_mb)
+                await body.write(chunk)
+    except TimeoutError:
+        raise errors.UploadTimeout(f"the upload did not arrive within {timeout:g} s") from None
 
 
 async def _relay(websocket: WebSocket, pool: Pool, worker_url: str, job: str, client: str) -> None:
