@@ -21,7 +21,16 @@ import websockets
 
 from jobrunner.client import Client
 from jobrunner.signing import verify_record
-from support.jobclient import GENEROUS, JOBRUNNER, submit, wait_finished, worker_key
+from support.jobclient import (
+    GENEROUS,
+    HELD,
+    JOBRUNNER,
+    log_of,
+    release,
+    submit,
+    wait_finished,
+    worker_key,
+)
 from support.rewriting_proxy import RewritingProxy
 from support.servers import wait_until, wait_until_async
 
@@ -56,7 +65,7 @@ def test_many_live_logs_neither_hang_the_pool_nor_lose_its_worker(cluster):
     # 0.1 had one connection pool of 100 for everything, without timeouts: the 101st proxied
     # WebSocket waited for ever, status requests waited behind it, and the health check timed
     # out, so a healthy worker was declared lost and its job reported `worker_lost`.
-    pool, _ = cluster(workers=1, pool_args=["--rate-concurrent", "10"])
+    pool, _ = cluster(workers=1, pool_args=["--rate-concurrent", "10", "--rate-streams", "200"])
     job = submit(pool.url, TICKING, {"entrypoint": "main.py", "timeout": 60}).json()["job_id"]
     url = pool.url.replace("http", "ws", 1) + f"/logs/{job}/stream"
     count = 120
@@ -265,7 +274,7 @@ def test_a_client_over_its_limit_is_refused_before_its_upload_is_read(cluster):
     assert b"Concurrent job limit reached: 1/1 jobs" in answer
 
 
-# --- uploads in progress ----------------------------------------------------------------------
+# --- uploads in progress, log readers that leave, log streams per client ------------------------
 
 MiB = 2**20
 
@@ -353,3 +362,68 @@ def test_stalled_uploads_keep_the_pool_memory_bounded(cluster):
     for conn in uploads:
         conn.close()
     assert wait_until(lambda: active_jobs(pool.url) == 0, timeout=20)
+
+
+def stalled_reader(base: str, path: str, source: str) -> tuple[socket.socket, bytes]:
+    """A client at `source` that asks for `path` and reads only the start of the answer."""
+    parts = urlsplit(base)
+    conn = socket.socket()
+    conn.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    conn.bind((source, 0))
+    conn.settimeout(30)
+    conn.connect((parts.hostname, parts.port))
+    conn.sendall(f"GET {path} HTTP/1.1\r\nHost: x\r\n\r\n".encode())
+    return conn, conn.recv(12)
+
+
+def test_log_readers_that_leave_the_pool_stop_costing_at_once(cluster):
+    # 0.2 went on producing the log for every reader that had left, on the pool and (once the
+    # pool dropped its upstream connection) on the worker: memory, and a log line per write.
+    pool, (worker,) = cluster(workers=1)
+    code = "import sys\nsys.stdout.write(('r' * 1023 + '\\n') * 10 * 1024)\n"
+    job = submit(pool.url, {"main.py": code}, {"entrypoint": "main.py"}).json()["job_id"]
+    assert wait_finished(pool.url, job)["status"] == "completed"
+    before = memory_of(worker.proc.pid)
+    readers = [stalled_reader(pool.url, f"/logs/{job}", f"127.0.0.{2 + n // 4}") for n in range(80)]
+    assert all(head == b"HTTP/1.1 200" for _, head in readers)
+    for conn, _ in readers:
+        conn.close()
+    # A whole read by another client takes both servers' loops many turns: by its end the
+    # readers that left have been noticed.
+    assert len(httpx.get(f"{pool.url}/logs/{job}", timeout=30).content) == 10 * MiB
+    grown = memory_of(worker.proc.pid) - before
+    assert grown < 40 * MiB, f"the worker grew by {grown / MiB:.0f} MiB"
+    for server in (pool, worker):
+        assert "socket.send() raised exception" not in server.output
+
+
+def test_log_streams_per_client_are_capped_at_the_pool(cluster, state_dir):
+    pool, (worker,) = cluster(workers=1, pool_args=["--rate-streams", "2"])
+    job = submit(pool.url, {"main.py": HELD}, {"entrypoint": "main.py"}).json()["job_id"]
+    stream = pool.url.replace("http", "ws", 1) + f"/logs/{job}/stream"
+    assert wait_until(lambda: "held" in log_of(pool.url, job), timeout=60)
+
+    async def scenario() -> None:
+        held = [await websockets.connect(stream, open_timeout=10) for _ in range(2)]
+        assert all(["held" in await ws.recv() for ws in held])  # they are being served
+        try:
+            await websockets.connect(stream, open_timeout=10)
+            raise AssertionError("a third live log of one client was accepted")
+        except websockets.InvalidStatus as denied:
+            assert denied.response.status_code == 429
+            assert json.loads(denied.response.body)["reason"] == "Too many log streams: 2/2 open"
+        async with httpx.AsyncClient(timeout=10) as client:
+            refused = await client.get(f"{pool.url}/logs/{job}")
+            assert refused.status_code == 429 and refused.headers["retry-after"] == "1"
+            assert refused.json()["retry_after"] == 1
+            for ws in held:
+                await ws.close()
+
+            async def served_again() -> bool:
+                return (await client.get(f"{pool.url}/logs/{job}")).status_code == 200
+
+            assert await wait_until_async(served_again, timeout=20, interval=0.1)
+
+    asyncio.run(scenario())
+    release(worker.url, state_dir / "s0", job)
+    assert wait_finished(pool.url, job)["status"] == "completed"

@@ -184,6 +184,13 @@ for _command in client_commands.COMMANDS:  # submit, status, logs, outputs, down
 @click.option("--rate-per-hour", type=int, default=20, show_default=True)
 @click.option("--rate-cpu-seconds", type=float, default=10.0, show_default=True)
 @click.option(
+    "--rate-streams",
+    type=click.IntRange(1),
+    default=8,
+    show_default=True,
+    help="Log streams (GET /logs and the WebSocket) per client IP open at once.",
+)
+@click.option(
     "--rate-ipv6-prefix",
     type=click.IntRange(0, 128),
     default=64,
@@ -231,6 +238,7 @@ def pool(
     rate_concurrent: int,
     rate_per_hour: int,
     rate_cpu_seconds: float,
+    rate_streams: int,
     rate_ipv6_prefix: int,
     lost_after: int,
     max_streams: int,
@@ -255,7 +263,13 @@ def pool(
         coordinator = Pool(
             [Worker(entry) for entry in entries],
             key,
-            Limits(rate_concurrent, rate_per_hour, rate_cpu_seconds, ipv6_prefix=rate_ipv6_prefix),
+            Limits(
+                rate_concurrent,
+                rate_per_hour,
+                rate_cpu_seconds,
+                ipv6_prefix=rate_ipv6_prefix,
+                streams=rate_streams,
+            ),
             health_interval=health_interval,
             lost_after=lost_after,
             max_streams=max_streams,

@@ -35,7 +35,7 @@ from yarl import URL
 
 from jobrunner import errors
 from jobrunner.jobs import timestamp
-from jobrunner.ratelimit import Limits, RateLimiter, Reservation
+from jobrunner.ratelimit import Limits, RateLimiter, Reservation, StreamSlot
 from jobrunner.signing import (
     FINISHED,
     RecordProblem,
@@ -314,6 +314,13 @@ class Pool:
             "; ".join(refusals) or "no healthy worker in the pool",
             retry_after=max(1, int(self.health_interval)),
         )
+
+    def open_stream(self, client_ip: str) -> StreamSlot:
+        """A slot for one proxied log stream of this client, or 429 (see `RateLimiter`)."""
+        slot = self.limiter.open_stream(client_ip)
+        if not isinstance(slot, StreamSlot):
+            raise errors.rate_limited(slot)
+        return slot
 
     # --- reading ---------------------------------------------------------------------------------
 

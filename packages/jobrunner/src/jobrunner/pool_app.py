@@ -7,23 +7,23 @@ client sent: `/download/ID/%2e%2e/%2e%2e/stats` must not reach a worker's `/stat
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from urllib.parse import quote
 
 import aiohttp
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import Response, StreamingResponse
+from starlette.responses import Response
 from starlette.websockets import WebSocket, WebSocketDisconnect
 from yarl import URL
 
 from jobrunner import __version__, errors
 from jobrunner.app import interface
-from jobrunner.edge import drop_small_body
+from jobrunner.edge import drop_small_body, refuse_websocket
 from jobrunner.pool import Pool
 from jobrunner.spool import Spool
 from jobrunner.wire import ServerInfo
-from servekit import JSONResponse, TrustedProxies, client_ip
+from servekit import ClientStream, JSONResponse, TrustedProxies, client_ip, while_connected
 
 PASSED_HEADERS = (
     "content-type",
@@ -60,7 +60,8 @@ def build_pool_app(pool: Pool, trusted: TrustedProxies, max_upload_mb: int = 50)
                 f"records in memory for {pool.retention:g} s.",
                 limits=f"per IP (IPv6: per /{limits.ipv6_prefix}): {limits.cpu_seconds:g} "
                 f"CPU-seconds per {limits.cpu_window:g} s, {limits.concurrent} concurrent jobs, "
-                f"{limits.per_hour} jobs per hour; per job: as the workers say",
+                f"{limits.per_hour} jobs per hour, {limits.streams} log streams at once; "
+                "per job: as the workers say",
                 version=__version__,
             )
         )
@@ -90,13 +91,22 @@ def build_pool_app(pool: Pool, trusted: TrustedProxies, max_upload_mb: int = 50)
     async def status(request: Request) -> Response:
         return JSONResponse(await pool.status(request.path_params["job_id"]))
 
-    async def proxy(request: Request, upstream: str, session: aiohttp.ClientSession) -> Response:
+    async def proxy(
+        request: Request,
+        upstream: str,
+        session: aiohttp.ClientSession,
+        on_close: Callable[[], None] | None = None,
+    ) -> Response:
         # The worker counts the client's streams too (the pool is its trusted proxy).
         forwarded = {"X-Forwarded-For": client_ip(request, trusted)}
         try:
             reply = await session.get(URL(upstream, encoded=True), headers=forwarded)
-        except (aiohttp.ClientError, TimeoutError) as error:
-            raise errors.WorkerUnreachable(type(error).__name__) from None
+        except BaseException as error:
+            if on_close is not None:
+                on_close()  # no response will start that could give the slot back
+            if isinstance(error, aiohttp.ClientError | TimeoutError):
+                raise errors.WorkerUnreachable(type(error).__name__) from None
+            raise
         headers = {k: v for k, v in reply.headers.items() if k.lower() in PASSED_HEADERS}
 
         async def body() -> AsyncIterator[bytes]:
@@ -106,11 +116,14 @@ def build_pool_app(pool: Pool, trusted: TrustedProxies, max_upload_mb: int = 50)
             finally:
                 reply.release()
 
-        return StreamingResponse(body(), reply.status, headers=headers)
+        # Read from the worker only while the client is there to take it.
+        return ClientStream(body(), reply.status, headers=headers, on_close=on_close)
 
     async def logs(request: Request) -> Response:
         worker, job = pool.route(request.path_params["job_id"])
-        return await proxy(request, f"{worker.url}/logs/{job}", pool.session("streams"))
+        slot = pool.open_stream(client_ip(request, trusted))
+        upstream = f"{worker.url}/logs/{job}"
+        return await proxy(request, upstream, pool.session("streams"), slot.close)
 
     async def outputs(request: Request) -> Response:
         worker, job = pool.route(request.path_params["job_id"])
@@ -134,22 +147,31 @@ def build_pool_app(pool: Pool, trusted: TrustedProxies, max_upload_mb: int = 50)
         return JSONResponse(pool.key.health(status, request.query_params.get("challenge")))
 
     async def stream(websocket: WebSocket) -> None:
-        await websocket.accept()
         job = pool.jobs.get(websocket.path_params["job_id"])
         if job is None or job.lost:
+            await websocket.accept()
             await websocket.close(4404, "Job not found")
             return
-        if pool.open_streams >= pool.max_streams:
-            await websocket.close(1013, "too many live logs at once; try again later")
-            return
-        pool.open_streams += 1
+        client = client_ip(websocket, trusted)
         try:
-            with contextlib.suppress(WebSocketDisconnect):
-                job_path = quote(job.job_id, safe="")
-                client = client_ip(websocket, trusted)
-                await _relay(websocket, pool, job.worker.url, job_path, client)
+            slot = pool.open_stream(client)
+        except errors.RateLimited as error:
+            await refuse_websocket(websocket, error)
+            return
+        try:
+            await websocket.accept()
+            if pool.open_streams >= pool.max_streams:
+                await websocket.close(1013, "too many live logs at once; try again later")
+                return
+            pool.open_streams += 1
+            try:
+                with contextlib.suppress(WebSocketDisconnect):
+                    job_path = quote(job.job_id, safe="")
+                    await _relay(websocket, pool, job.worker.url, job_path, client)
+            finally:
+                pool.open_streams -= 1
         finally:
-            pool.open_streams -= 1
+            slot.close()
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -209,18 +231,11 @@ async def _relay(websocket: WebSocket, pool: Pool, worker_url: str, job: str, cl
                         await websocket.close(1011, "worker lost")
                     return
 
-            async def client_left() -> None:
-                while (await websocket.receive())["type"] != "websocket.disconnect":
-                    pass
-
-            tasks = {asyncio.ensure_future(pump()), asyncio.ensure_future(client_left())}
-            try:
-                done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
-            finally:
-                for task in tasks:
-                    task.cancel()
-                await asyncio.gather(*tasks, return_exceptions=True)
-            for task in done:
-                task.result()
+            await while_connected(websocket, pump())
+    except aiohttp.WSServerHandshakeError as refused:
+        if refused.status == 429:  # the worker's own per-client limit (a client also going direct)
+            await websocket.close(1013, "too many log streams; try again later")
+        else:
+            await websocket.close(1011, "worker lost")
     except (aiohttp.ClientError, TimeoutError):
         await websocket.close(1011, "worker lost")
