@@ -2,12 +2,18 @@
 
 import asyncio
 import contextlib
+import fcntl
+import hashlib
 import json
+import os
 import socket
+import struct
 import subprocess
+import termios
 import urllib.error
 import urllib.parse
 import urllib.request
+from pathlib import Path
 from urllib.parse import urlsplit
 
 import httpx
@@ -15,7 +21,16 @@ import websockets
 
 from jobrunner.client import Client
 from jobrunner.signing import verify_record
-from support.jobclient import GENEROUS, JOBRUNNER, submit, wait_finished, worker_key
+from support.jobclient import (
+    GENEROUS,
+    HELD,
+    JOBRUNNER,
+    log_of,
+    release,
+    submit,
+    wait_finished,
+    worker_key,
+)
 from support.rewriting_proxy import RewritingProxy
 from support.servers import wait_until, wait_until_async
 
@@ -50,7 +65,7 @@ def test_many_live_logs_neither_hang_the_pool_nor_lose_its_worker(cluster):
     # 0.1 had one connection pool of 100 for everything, without timeouts: the 101st proxied
     # WebSocket waited for ever, status requests waited behind it, and the health check timed
     # out, so a healthy worker was declared lost and its job reported `worker_lost`.
-    pool, _ = cluster(workers=1, pool_args=["--rate-concurrent", "10"])
+    pool, _ = cluster(workers=1, pool_args=["--rate-concurrent", "10", "--rate-streams", "200"])
     job = submit(pool.url, TICKING, {"entrypoint": "main.py", "timeout": 60}).json()["job_id"]
     url = pool.url.replace("http", "ws", 1) + f"/logs/{job}/stream"
     count = 120
@@ -257,3 +272,158 @@ def test_a_client_over_its_limit_is_refused_before_its_upload_is_read(cluster):
             answer += chunk
     assert answer.startswith(b"HTTP/1.1 429"), answer
     assert b"Concurrent job limit reached: 1/1 jobs" in answer
+
+
+# --- uploads in progress, log readers that leave, log streams per client ------------------------
+
+MiB = 2**20
+
+
+def memory_of(pid: int) -> int:
+    """VmRSS of a process, in bytes."""
+    status = Path(f"/proc/{pid}/status").read_text()
+    return int(status.split("VmRSS:")[1].split()[0]) * 1024
+
+
+def unread(conn: socket.socket) -> int:
+    """Bytes `conn` has sent that the process at the other end has not read yet: those still in
+    this socket's send queue, and those in the receive queue of its peer (/proc/net/tcp)."""
+    unsent = struct.unpack("i", fcntl.ioctl(conn, termios.TIOCOUTQ, b"\0" * 4))[0]
+    ours, theirs = conn.getsockname()[1], conn.getpeername()[1]
+    for line in Path("/proc/net/tcp").read_text().splitlines()[1:]:
+        fields = line.split()
+        local, remote = int(fields[1].split(":")[1], 16), int(fields[2].split(":")[1], 16)
+        if (local, remote) == (theirs, ours):
+            return unsent + int(fields[4].split(":")[1], 16)
+    return unsent
+
+
+def start_upload(base: str, length: int, body: bytes = b"--b\r\n") -> socket.socket:
+    """An upload that announces `length` bytes and sends only `body` (so far)."""
+    parts = urlsplit(base)
+    conn = socket.create_connection((parts.hostname, parts.port), timeout=30)
+    conn.sendall(
+        b"POST /submit HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n"
+        b"Content-Type: multipart/form-data; boundary=b\r\n\r\n%s" % (length, body)
+    )
+    return conn
+
+
+def active_jobs(pool_url: str) -> int:
+    return httpx.get(f"{pool_url}/stats").json()["your_quota"]["active_jobs"]
+
+
+def test_uploads_in_progress_hold_a_slot_and_a_third_is_refused_at_once(cluster):
+    # 0.2's pool took a slot only once a whole upload was buffered: six simultaneous uploads of
+    # one client got no 429, and each could hold 50 MiB of its memory.
+    pool, _ = cluster(workers=1)
+    uploads = [start_upload(pool.url, 10 * MiB, b"--b\r\n" + b"a" * 100_000) for _ in range(2)]
+    assert wait_until(lambda: active_jobs(pool.url) == 2, timeout=20)
+    third = start_upload(pool.url, 10 * MiB)
+    answer = b""
+    while b"retry_after" not in answer and (chunk := third.recv(65536)):
+        answer += chunk  # (recv times out after 30 s: the answer must come from the headers)
+    assert answer.startswith(b"HTTP/1.1 429 Too Many Requests\r\n"), answer
+    assert b"Concurrent job limit reached: 2/2 jobs" in answer
+    for conn in [*uploads, third]:
+        conn.close()
+    assert wait_until(lambda: active_jobs(pool.url) == 0, timeout=20)  # the slots came back
+    assert "Traceback" not in pool.output  # clients that left are no error
+
+
+def test_a_large_upload_is_passed_on_whole_and_again_after_a_refusal(cluster):
+    # The first worker refuses every submit (from its headers, without reading the body): the
+    # pool offers the same spooled upload to the second one.
+    pool, (refusing, accepting) = cluster(workers=2, worker_args=[["--rate-concurrent", "0"]])
+    pad = os.urandom(3 * MiB)  # past the spool's 1 MiB in memory: read back from its file
+    code = "import hashlib\nprint(hashlib.sha256(open('pad.bin', 'rb').read()).hexdigest())\n"
+    reply = submit(pool.url, {"main.py": code, "pad.bin": pad}, {"entrypoint": "main.py"})
+    assert reply.status_code == 200, reply.text
+    job = reply.json()["job_id"]
+    assert wait_finished(pool.url, job)["status"] == "completed"
+    assert httpx.get(f"{accepting.url}/logs/{job}").text == hashlib.sha256(pad).hexdigest() + "\n"
+    assert httpx.get(f"{refusing.url}/status/{job}").status_code == 404
+
+
+def test_stalled_uploads_keep_the_pool_memory_bounded(cluster):
+    count, sent = 8, 32 * MiB
+    pool, _ = cluster(workers=1, pool_args=["--rate-concurrent", "100"])
+    pid = pool.proc.pid
+    before = memory_of(pid)
+    uploads = []
+    for _ in range(count):
+        conn = start_upload(pool.url, 40 * MiB)
+        conn.sendall(b"a" * sent)  # and then nothing more
+        uploads.append(conn)
+    assert wait_until(lambda: sum(unread(conn) for conn in uploads) == 0, timeout=60)
+    grown = memory_of(pid) - before
+    # Buffered in memory, eight 32 MiB bodies would be 256 MiB and more.
+    assert grown < 64 * MiB, f"the pool grew by {grown / MiB:.0f} MiB"
+    for conn in uploads:
+        conn.close()
+    assert wait_until(lambda: active_jobs(pool.url) == 0, timeout=20)
+
+
+def stalled_reader(base: str, path: str, source: str) -> tuple[socket.socket, bytes]:
+    """A client at `source` that asks for `path` and reads only the start of the answer."""
+    parts = urlsplit(base)
+    conn = socket.socket()
+    conn.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    conn.bind((source, 0))
+    conn.settimeout(30)
+    conn.connect((parts.hostname, parts.port))
+    conn.sendall(f"GET {path} HTTP/1.1\r\nHost: x\r\n\r\n".encode())
+    return conn, conn.recv(12)
+
+
+def test_log_readers_that_leave_the_pool_stop_costing_at_once(cluster):
+    # 0.2 went on producing the log for every reader that had left, on the pool and (once the
+    # pool dropped its upstream connection) on the worker: memory, and a log line per write.
+    pool, (worker,) = cluster(workers=1)
+    code = "import sys\nsys.stdout.write(('r' * 1023 + '\\n') * 10 * 1024)\n"
+    job = submit(pool.url, {"main.py": code}, {"entrypoint": "main.py"}).json()["job_id"]
+    assert wait_finished(pool.url, job)["status"] == "completed"
+    before = memory_of(worker.proc.pid)
+    readers = [stalled_reader(pool.url, f"/logs/{job}", f"127.0.0.{2 + n // 4}") for n in range(80)]
+    assert all(head == b"HTTP/1.1 200" for _, head in readers)
+    for conn, _ in readers:
+        conn.close()
+    # A whole read by another client takes both servers' loops many turns: by its end the
+    # readers that left have been noticed.
+    assert len(httpx.get(f"{pool.url}/logs/{job}", timeout=30).content) == 10 * MiB
+    grown = memory_of(worker.proc.pid) - before
+    assert grown < 40 * MiB, f"the worker grew by {grown / MiB:.0f} MiB"
+    for server in (pool, worker):
+        assert "socket.send() raised exception" not in server.output
+
+
+def test_log_streams_per_client_are_capped_at_the_pool(cluster, state_dir):
+    pool, (worker,) = cluster(workers=1, pool_args=["--rate-streams", "2"])
+    job = submit(pool.url, {"main.py": HELD}, {"entrypoint": "main.py"}).json()["job_id"]
+    stream = pool.url.replace("http", "ws", 1) + f"/logs/{job}/stream"
+    assert wait_until(lambda: "held" in log_of(pool.url, job), timeout=60)
+
+    async def scenario() -> None:
+        held = [await websockets.connect(stream, open_timeout=10) for _ in range(2)]
+        assert all(["held" in await ws.recv() for ws in held])  # they are being served
+        try:
+            await websockets.connect(stream, open_timeout=10)
+            raise AssertionError("a third live log of one client was accepted")
+        except websockets.InvalidStatus as denied:
+            assert denied.response.status_code == 429
+            assert json.loads(denied.response.body)["reason"] == "Too many log streams: 2/2 open"
+        async with httpx.AsyncClient(timeout=10) as client:
+            refused = await client.get(f"{pool.url}/logs/{job}")
+            assert refused.status_code == 429 and refused.headers["retry-after"] == "1"
+            assert refused.json()["retry_after"] == 1
+            for ws in held:
+                await ws.close()
+
+            async def served_again() -> bool:
+                return (await client.get(f"{pool.url}/logs/{job}")).status_code == 200
+
+            assert await wait_until_async(served_again, timeout=20, interval=0.1)
+
+    asyncio.run(scenario())
+    release(worker.url, state_dir / "s0", job)
+    assert wait_finished(pool.url, job)["status"] == "completed"

@@ -7,7 +7,7 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from jobrunner.ratelimit import Limits, RateLimiter, Reservation
+from jobrunner.ratelimit import Limits, RateLimiter, Reservation, StreamSlot
 from servekit import rate_key
 from support.jobclient import submit, wait_finished
 
@@ -113,6 +113,24 @@ def test_idle_clients_are_forgotten():
     clock.now += 3601
     limiter.sweep()
     assert limiter._clients == {}
+
+
+def test_log_streams_per_client_are_counted_and_given_back_once():
+    limiter = RateLimiter(Limits(streams=2), Clock())
+    first, second = limiter.open_stream("2001:db8::1"), limiter.open_stream("2001:db8::2")
+    assert isinstance(first, StreamSlot) and isinstance(second, StreamSlot)
+    refused = limiter.open_stream("2001:db8::3")  # the same /64
+    assert not isinstance(refused, StreamSlot)
+    assert (refused.allowed, refused.retry_after) == (False, 1)
+    assert refused.reason == "Too many log streams: 2/2 open"
+    assert limiter.verdict("2001:db8::3").allowed  # streams are no jobs: submits still go
+    assert isinstance(limiter.open_stream("10.0.0.1"), StreamSlot)  # another client
+    first.close()
+    first.close()  # once only
+    assert limiter.open_streams("2001:db8::9") == 1
+    second.close()
+    assert limiter.open_streams("2001:db8::9") == 0
+    assert set(limiter._clients) == {"10.0.0.1"}  # a client with nothing open is forgotten
 
 
 def test_server_refuses_third_concurrent_job_with_retry_after(start_server):

@@ -20,6 +20,8 @@ GENEROUS = [
     "100000",
     "--rate-cpu-seconds",
     "100000",
+    "--rate-streams",
+    "1000",
 ]
 
 

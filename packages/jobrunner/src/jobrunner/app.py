@@ -14,16 +14,23 @@ from contextlib import AbstractAsyncContextManager
 from starlette.applications import Starlette
 from starlette.datastructures import UploadFile
 from starlette.requests import Request
-from starlette.responses import FileResponse, Response, StreamingResponse
+from starlette.responses import FileResponse, Response
 from starlette.routing import Route, WebSocketRoute
 from starlette.types import Message, Receive
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from jobrunner import errors
-from jobrunner.edge import drop_small_body, exception_handlers
+from jobrunner.edge import drop_small_body, exception_handlers, refuse_websocket
 from jobrunner.jobs import Follower, Job, Log
 from jobrunner.service import JobService, UploadPart
-from servekit import CorsPolicy, JSONResponse, TrustedProxies, client_ip
+from servekit import (
+    ClientStream,
+    CorsPolicy,
+    JSONResponse,
+    TrustedProxies,
+    client_ip,
+    while_connected,
+)
 
 MAX_MANIFEST = 64 * 1024
 LOG_CHUNK = 64 * 1024  # bytes of log per message or response chunk: memory per reader is bounded
@@ -115,7 +122,10 @@ def build_app(
 
     async def logs(request: Request) -> Response:
         job = service.find(request.path_params["job_id"])
-        return StreamingResponse(_log_chunks(job.log), media_type="text/plain; charset=utf-8")
+        slot = service.open_stream(client_ip(request, trusted))
+        return ClientStream(
+            _log_chunks(job.log), media_type="text/plain; charset=utf-8", on_close=slot.close
+        )
 
     async def outputs(request: Request) -> Response:
         return JSONResponse(service.outputs(request.path_params["job_id"]))
@@ -136,13 +146,22 @@ def build_app(
         return JSONResponse(service.health(request.query_params.get("challenge")))
 
     async def stream(websocket: WebSocket) -> None:
-        await websocket.accept()
         job = service.jobs.get(websocket.path_params["job_id"])
         if job is None:
+            await websocket.accept()
             await websocket.close(4404, "Job not found")
             return
-        with contextlib.suppress(WebSocketDisconnect):
-            await _follow(websocket, job, s.follower_stall)
+        try:
+            slot = service.open_stream(client_ip(websocket, trusted))
+        except errors.RateLimited as error:
+            await refuse_websocket(websocket, error)
+            return
+        try:
+            await websocket.accept()
+            with contextlib.suppress(WebSocketDisconnect):
+                await while_connected(websocket, _follow(websocket, job, s.follower_stall))
+        finally:
+            slot.close()
 
     @contextlib.asynccontextmanager
     async def startup_and_shutdown(app: Starlette) -> AsyncIterator[None]:

@@ -43,6 +43,11 @@ def main() -> None:
 @click.option("--rate-concurrent", type=int, help="Concurrent jobs per client IP [2].")
 @click.option("--rate-per-hour", type=int, help="Accepted submits per client IP per hour [20].")
 @click.option("--rate-cpu-seconds", type=float, help="CPU seconds per client IP per minute [10].")
+@click.option(
+    "--rate-streams",
+    type=click.IntRange(1),
+    help="Log streams (GET /logs and the WebSocket) per client IP open at once [8].",
+)
 @click.option("--retention", type=float, help="Seconds a finished job is kept at most [600].")
 @click.option(
     "--delete-after-download",
@@ -179,6 +184,13 @@ for _command in client_commands.COMMANDS:  # submit, status, logs, outputs, down
 @click.option("--rate-per-hour", type=int, default=20, show_default=True)
 @click.option("--rate-cpu-seconds", type=float, default=10.0, show_default=True)
 @click.option(
+    "--rate-streams",
+    type=click.IntRange(1),
+    default=8,
+    show_default=True,
+    help="Log streams (GET /logs and the WebSocket) per client IP open at once.",
+)
+@click.option(
     "--rate-ipv6-prefix",
     type=click.IntRange(0, 128),
     default=64,
@@ -200,6 +212,14 @@ for _command in client_commands.COMMANDS:  # submit, status, logs, outputs, down
     help="Live logs and downloads proxied at once (more are refused, never queued).",
 )
 @click.option(
+    "--max-uploads",
+    type=click.IntRange(1),
+    default=32,
+    show_default=True,
+    help="Uploads in progress at once (each holds 1 MiB of memory, the rest on disk); "
+    "more are refused with 503.",
+)
+@click.option(
     "--retention",
     type=click.FloatRange(0),
     default=600.0,
@@ -218,9 +238,11 @@ def pool(
     rate_concurrent: int,
     rate_per_hour: int,
     rate_cpu_seconds: float,
+    rate_streams: int,
     rate_ipv6_prefix: int,
     lost_after: int,
     max_streams: int,
+    max_uploads: int,
     retention: float,
 ) -> None:
     """Run the trusted pool coordinator in front of allowlisted workers."""
@@ -241,10 +263,17 @@ def pool(
         coordinator = Pool(
             [Worker(entry) for entry in entries],
             key,
-            Limits(rate_concurrent, rate_per_hour, rate_cpu_seconds, ipv6_prefix=rate_ipv6_prefix),
+            Limits(
+                rate_concurrent,
+                rate_per_hour,
+                rate_cpu_seconds,
+                ipv6_prefix=rate_ipv6_prefix,
+                streams=rate_streams,
+            ),
             health_interval=health_interval,
             lost_after=lost_after,
             max_streams=max_streams,
+            max_uploads=max_uploads,
             retention=retention,
         )
         app = build_pool_app(coordinator, TrustedProxies(trusted_proxies))

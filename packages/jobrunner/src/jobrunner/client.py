@@ -195,7 +195,19 @@ class Client:
     async def follow(self, job_id: str) -> AsyncIterator[str]:
         """The log as it is produced; ends when the job does."""
         url = self.server.replace("http", "ws", 1) + f"/logs/{_segment(job_id)}/stream"
-        async with self.session.ws_connect(url, heartbeat=30) as socket:
+        try:
+            socket = await self.session.ws_connect(url, heartbeat=30)
+        except aiohttp.WSServerHandshakeError as refused:  # 429: too many log streams open
+            headers = refused.headers  # aiohttp's, case-insensitive
+            retry_after = headers.get("Retry-After", "") if headers is not None else ""
+            raise JobrunnerError(
+                refused.status,
+                {
+                    "error": refused.message or "WebSocket refused",
+                    "retry_after": int(retry_after) if retry_after.isdigit() else None,
+                },
+            ) from None
+        async with socket:
             async for message in socket:
                 if message.type == aiohttp.WSMsgType.TEXT:
                     yield message.data

@@ -33,6 +33,7 @@ class Settings(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     rate_cpu_seconds: float = 10.0
     rate_cpu_window: float = 60.0
     rate_ipv6_prefix: int = 64  # IPv6 clients are counted by this network (one host has a /64)
+    rate_streams: int = 8  # log streams (GET /logs and the WebSocket) open at once
     # Per job.
     max_timeout: int = 300
     max_memory_mb: int = 512

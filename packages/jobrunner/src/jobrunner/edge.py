@@ -10,6 +10,7 @@ from typing import Any
 
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
+from starlette.websockets import WebSocket
 
 from jobrunner import errors
 from servekit import HTTPError
@@ -27,6 +28,7 @@ _STATUS: dict[type[errors.JobrunnerError], tuple[int, str]] = {
     errors.UpgradeRequired: (426, "Upgrade required"),
     errors.RateLimited: (429, "Rate limit exceeded"),
     errors.ShuttingDown: (503, "Service unavailable"),
+    errors.Busy: (503, "Service unavailable"),
 }
 
 
@@ -53,6 +55,9 @@ def http_error(error: errors.JobrunnerError) -> HTTPError:
         )
     if isinstance(error, errors.ShuttingDown):
         return HTTPError(status, title, error.details, headers={"Retry-After": "30"})
+    if isinstance(error, errors.Busy):
+        headers = {"Retry-After": str(error.retry_after)}
+        return HTTPError(status, title, error.details, headers=headers)
     return HTTPError(status, title, error.details)
 
 
@@ -61,8 +66,30 @@ async def _on_domain_error(request: Request, exc: Exception) -> Response:
     return http_error(exc).response()
 
 
+async def _on_client_gone(request: Request, exc: Exception) -> Response:
+    # The client left in the middle of its request body: nobody reads this, nothing to log.
+    return Response(status_code=400)
+
+
 def exception_handlers() -> dict[Any, Any]:
-    return {**servekit_handlers(), errors.JobrunnerError: _on_domain_error}
+    return {
+        **servekit_handlers(),
+        errors.JobrunnerError: _on_domain_error,
+        ClientDisconnect: _on_client_gone,
+    }
+
+
+async def refuse_websocket(websocket: WebSocket, error: errors.JobrunnerError) -> None:
+    """Answer a WebSocket handshake with the HTTP error a plain request would get (a `429` with
+    its JSON body and `Retry-After`); a server without the ASGI denial-response extension gets
+    the socket accepted and closed `1013` with the error's reason."""
+    refusal = http_error(error)
+    if "websocket.http.response" in websocket.scope.get("extensions", {}):
+        await websocket.send_denial_response(refusal.response())
+        return
+    await websocket.accept()
+    reason = str(refusal.extra.get("reason") or refusal.details or refusal.error)
+    await websocket.close(1013, reason[:120])
 
 
 # A refused upload of at most this size is read (and dropped) before the refusal is sent.

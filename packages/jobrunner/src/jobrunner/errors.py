@@ -56,6 +56,14 @@ class ShuttingDown(JobrunnerError):
     pass
 
 
+class Busy(JobrunnerError):
+    """The server holds as much of some kind of work as it takes at once (uploads in progress)."""
+
+    def __init__(self, details: str, retry_after: int = 1) -> None:
+        super().__init__(details)
+        self.retry_after = retry_after
+
+
 class UpgradeRequired(JobrunnerError):
     """A plain HTTP request where only a WebSocket is served."""
 

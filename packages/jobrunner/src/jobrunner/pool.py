@@ -35,7 +35,7 @@ from yarl import URL
 
 from jobrunner import errors
 from jobrunner.jobs import timestamp
-from jobrunner.ratelimit import Limits, RateLimiter, Reservation
+from jobrunner.ratelimit import Limits, RateLimiter, Reservation, StreamSlot
 from jobrunner.signing import (
     FINISHED,
     RecordProblem,
@@ -45,6 +45,7 @@ from jobrunner.signing import (
     result_message,
     verify_signature,
 )
+from jobrunner.spool import Spool
 from jobrunner.wire import (
     ExecutionMetadata,
     Failure,
@@ -125,6 +126,7 @@ class Pool:
     health_interval: float = 2.0
     lost_after: int = 3  # failed health checks in a row before a worker's jobs are lost
     max_streams: int = 1000  # proxied live logs and downloads at once
+    max_uploads: int = 32  # uploads in progress at once (each: 1 MiB in memory, the rest on disk)
     api_connections: int = 100  # short upstream requests at once
     api_timeout: float = 30.0  # seconds for a short upstream request
     upload_timeout: float = 120.0  # seconds to pass an upload (up to 50 MiB) to a worker
@@ -135,6 +137,7 @@ class Pool:
     def __post_init__(self) -> None:
         self.limiter = RateLimiter(self.limits, self.clock)
         self.open_streams = 0
+        self.uploads = 0  # admitted submits whose upload is being read or offered to workers
         self._sessions: dict[str, aiohttp.ClientSession] = {}
         self._tasks: list[asyncio.Task[None]] = []
 
@@ -232,29 +235,64 @@ class Pool:
 
     # --- submitting ------------------------------------------------------------------------------
 
-    async def admit(self, client_ip: str) -> None:
-        """Refuse (429) a client over its limits before its upload is read."""
-        if not self.limiter.verdict(client_ip).allowed:
-            # Jobs of this client may have ended since the last look: learn that, then decide.
-            await self._follow_jobs(client_ip)
-            verdict = self.limiter.verdict(client_ip)
-            if not verdict.allowed:
-                raise errors.rate_limited(verdict)
-
-    async def submit(self, client_ip: str, body: bytes, content_type: str) -> tuple[int, bytes]:
-        await self.admit(client_ip)
+    async def admit(self, client_ip: str) -> Reservation:
+        """Take a job slot of the client and an upload slot of the pool for one submit, from its
+        headers alone: a client over its limits gets 429 and a full pool 503 before anything of
+        the upload is read, and an upload in progress counts against the client's concurrent
+        jobs. Pass the reservation to `submit`, or to `cancel` if the upload fails."""
+        if self.uploads >= self.max_uploads:
+            raise errors.Busy(f"{self.uploads} uploads in progress; try again shortly")
         reservation = self.limiter.reserve(client_ip)
         if not isinstance(reservation, Reservation):
-            raise errors.rate_limited(reservation)
+            # Jobs of this client may have ended since the last look: learn that, then decide.
+            await self._follow_jobs(client_ip)
+            reservation = self.limiter.reserve(client_ip)
+            if not isinstance(reservation, Reservation):
+                raise errors.rate_limited(reservation)
+        self.uploads += 1
+        return reservation
+
+    def cancel(self, reservation: Reservation) -> None:
+        self.uploads -= 1
+        self.limiter.cancel(reservation)
+
+    async def submit(
+        self, client_ip: str, body: Spool, content_type: str, reservation: Reservation
+    ) -> tuple[int, bytes]:
+        """Offer the upload to the healthy workers, least loaded first. The reservation is kept
+        for the job if a worker accepted it, and given back otherwise."""
+        kept = False
+        try:
+            status, answer, taken = await self._dispatch(client_ip, body, content_type)
+            if taken is not None:
+                worker, accepted = taken
+                self.jobs[accepted.job_id] = PoolJob(
+                    accepted.job_id, worker, client_ip, accepted.job_hash
+                )
+                worker.active += 1
+                kept = True
+            return status, answer
+        finally:
+            self.uploads -= 1
+            if not kept:
+                self.limiter.cancel(reservation)
+
+    async def _dispatch(
+        self, client_ip: str, body: Spool, content_type: str
+    ) -> tuple[int, bytes, tuple[Worker, SubmitResult] | None]:
+        """The answer of the first worker that accepts the upload (with it), or of the
+        first that says the request itself is wrong (400, 413: no other worker would help)."""
         refusals = []
         timeout = aiohttp.ClientTimeout(total=self.upload_timeout, sock_connect=5, sock_read=60)
+        headers = {
+            "Content-Type": content_type,
+            "Content-Length": str(body.size),
+            "X-Forwarded-For": client_ip,
+        }
         for worker in sorted((w for w in self.workers if w.healthy), key=lambda w: w.load):
             try:
                 async with self.session("api").post(
-                    f"{worker.url}/submit",
-                    data=body,
-                    headers={"Content-Type": content_type, "X-Forwarded-For": client_ip},
-                    timeout=timeout,
+                    f"{worker.url}/submit", data=body.chunks(), headers=headers, timeout=timeout
                 ) as reply:
                     answer = await reply.read()
             except (aiohttp.ClientError, TimeoutError) as error:
@@ -268,20 +306,21 @@ class Pool:
                 if accepted is None or not JOB_ID.fullmatch(accepted.job_id):
                     refusals.append(f"{worker.url}: an answer that is not a submit result")
                     continue
-                self.jobs[accepted.job_id] = PoolJob(
-                    accepted.job_id, worker, client_ip, accepted.job_hash
-                )
-                worker.active += 1
-                return 200, answer
+                return 200, answer, (worker, accepted)
             if reply.status in (400, 413):  # the request itself is wrong: no other worker helps
-                self.limiter.cancel(reservation)
-                return reply.status, answer
+                return reply.status, answer, None
             refusals.append(f"{worker.url}: {reply.status}")
-        self.limiter.cancel(reservation)
         raise errors.NoWorkerAvailable(
             "; ".join(refusals) or "no healthy worker in the pool",
             retry_after=max(1, int(self.health_interval)),
         )
+
+    def open_stream(self, client_ip: str) -> StreamSlot:
+        """A slot for one proxied log stream of this client, or 429 (see `RateLimiter`)."""
+        slot = self.limiter.open_stream(client_ip)
+        if not isinstance(slot, StreamSlot):
+            raise errors.rate_limited(slot)
+        return slot
 
     # --- reading ---------------------------------------------------------------------------------
 

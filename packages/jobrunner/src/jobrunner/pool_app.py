@@ -7,22 +7,23 @@ client sent: `/download/ID/%2e%2e/%2e%2e/stats` must not reach a worker's `/stat
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from urllib.parse import quote
 
 import aiohttp
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import Response, StreamingResponse
+from starlette.responses import Response
 from starlette.websockets import WebSocket, WebSocketDisconnect
 from yarl import URL
 
 from jobrunner import __version__, errors
 from jobrunner.app import interface
-from jobrunner.edge import drop_small_body
+from jobrunner.edge import drop_small_body, refuse_websocket
 from jobrunner.pool import Pool
+from jobrunner.spool import Spool
 from jobrunner.wire import ServerInfo
-from servekit import JSONResponse, TrustedProxies, client_ip
+from servekit import ClientStream, JSONResponse, TrustedProxies, client_ip, while_connected
 
 PASSED_HEADERS = (
     "content-type",
@@ -59,7 +60,8 @@ def build_pool_app(pool: Pool, trusted: TrustedProxies, max_upload_mb: int = 50)
                 f"records in memory for {pool.retention:g} s.",
                 limits=f"per IP (IPv6: per /{limits.ipv6_prefix}): {limits.cpu_seconds:g} "
                 f"CPU-seconds per {limits.cpu_window:g} s, {limits.concurrent} concurrent jobs, "
-                f"{limits.per_hour} jobs per hour; per job: as the workers say",
+                f"{limits.per_hour} jobs per hour, {limits.streams} log streams at once; "
+                "per job: as the workers say",
                 version=__version__,
             )
         )
@@ -70,30 +72,41 @@ def build_pool_app(pool: Pool, trusted: TrustedProxies, max_upload_mb: int = 50)
         if length and length.isdigit() and int(length) > limit:
             raise errors.too_large(max_upload_mb)
         try:
-            await pool.admit(ip)  # 429 from the headers alone: never keep a refused upload
+            reservation = await pool.admit(ip)  # 429/503 from the headers alone
         except errors.JobrunnerError:
             await drop_small_body(request)  # so that the client reads the 429, not a reset
             raise
-        body = bytearray()
+        handed_over = False  # from then on, `pool.submit` settles the reservation
         try:
-            async with asyncio.timeout(pool.upload_timeout):  # a slow body holds nothing for ever
-                async for chunk in request.stream():
-                    body += chunk
-                    if len(body) > limit:
-                        raise errors.too_large(max_upload_mb)
-        except TimeoutError:
-            raise errors.UploadTimeout(f"the upload took over {pool.upload_timeout:g} s") from None
-        status, answer = await pool.submit(ip, bytes(body), request.headers.get("content-type", ""))
+            with Spool() as body:
+                await _receive(request, body, limit, max_upload_mb, pool.upload_timeout)
+                handed_over = True
+                content_type = request.headers.get("content-type", "")
+                status, answer = await pool.submit(ip, body, content_type, reservation)
+        finally:
+            if not handed_over:
+                pool.cancel(reservation)
         return Response(answer, status, media_type="application/json")
 
     async def status(request: Request) -> Response:
         return JSONResponse(await pool.status(request.path_params["job_id"]))
 
-    async def proxy(upstream: str, session: aiohttp.ClientSession) -> Response:
+    async def proxy(
+        request: Request,
+        upstream: str,
+        session: aiohttp.ClientSession,
+        on_close: Callable[[], None] | None = None,
+    ) -> Response:
+        # The worker counts the client's streams too (the pool is its trusted proxy).
+        forwarded = {"X-Forwarded-For": client_ip(request, trusted)}
         try:
-            reply = await session.get(URL(upstream, encoded=True))
-        except (aiohttp.ClientError, TimeoutError) as error:
-            raise errors.WorkerUnreachable(type(error).__name__) from None
+            reply = await session.get(URL(upstream, encoded=True), headers=forwarded)
+        except BaseException as error:
+            if on_close is not None:
+                on_close()  # no response will start that could give the slot back
+            if isinstance(error, aiohttp.ClientError | TimeoutError):
+                raise errors.WorkerUnreachable(type(error).__name__) from None
+            raise
         headers = {k: v for k, v in reply.headers.items() if k.lower() in PASSED_HEADERS}
 
         async def body() -> AsyncIterator[bytes]:
@@ -103,20 +116,24 @@ def build_pool_app(pool: Pool, trusted: TrustedProxies, max_upload_mb: int = 50)
             finally:
                 reply.release()
 
-        return StreamingResponse(body(), reply.status, headers=headers)
+        # Read from the worker only while the client is there to take it.
+        return ClientStream(body(), reply.status, headers=headers, on_close=on_close)
 
     async def logs(request: Request) -> Response:
         worker, job = pool.route(request.path_params["job_id"])
-        return await proxy(f"{worker.url}/logs/{job}", pool.session("streams"))
+        slot = pool.open_stream(client_ip(request, trusted))
+        upstream = f"{worker.url}/logs/{job}"
+        return await proxy(request, upstream, pool.session("streams"), slot.close)
 
     async def outputs(request: Request) -> Response:
         worker, job = pool.route(request.path_params["job_id"])
-        return await proxy(f"{worker.url}/outputs/{job}", pool.session("api"))
+        return await proxy(request, f"{worker.url}/outputs/{job}", pool.session("api"))
 
     async def download(request: Request) -> Response:
         worker, job = pool.route(request.path_params["job_id"])
         path = output_path(request.path_params["filepath"])
-        return await proxy(f"{worker.url}/download/{job}/{path}", pool.session("streams"))
+        upstream = f"{worker.url}/download/{job}/{path}"
+        return await proxy(request, upstream, pool.session("streams"))
 
     async def stats(request: Request) -> Response:
         return JSONResponse(pool.stats(client_ip(request, trusted)))
@@ -130,20 +147,31 @@ def build_pool_app(pool: Pool, trusted: TrustedProxies, max_upload_mb: int = 50)
         return JSONResponse(pool.key.health(status, request.query_params.get("challenge")))
 
     async def stream(websocket: WebSocket) -> None:
-        await websocket.accept()
         job = pool.jobs.get(websocket.path_params["job_id"])
         if job is None or job.lost:
+            await websocket.accept()
             await websocket.close(4404, "Job not found")
             return
-        if pool.open_streams >= pool.max_streams:
-            await websocket.close(1013, "too many live logs at once; try again later")
-            return
-        pool.open_streams += 1
+        client = client_ip(websocket, trusted)
         try:
-            with contextlib.suppress(WebSocketDisconnect):
-                await _relay(websocket, pool, job.worker.url, quote(job.job_id, safe=""))
+            slot = pool.open_stream(client)
+        except errors.RateLimited as error:
+            await refuse_websocket(websocket, error)
+            return
+        try:
+            await websocket.accept()
+            if pool.open_streams >= pool.max_streams:
+                await websocket.close(1013, "too many live logs at once; try again later")
+                return
+            pool.open_streams += 1
+            try:
+                with contextlib.suppress(WebSocketDisconnect):
+                    job_path = quote(job.job_id, safe="")
+                    await _relay(websocket, pool, job.worker.url, job_path, client)
+            finally:
+                pool.open_streams -= 1
         finally:
-            pool.open_streams -= 1
+            slot.close()
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -166,11 +194,29 @@ def build_pool_app(pool: Pool, trusted: TrustedProxies, max_upload_mb: int = 50)
     )
 
 
-async def _relay(websocket: WebSocket, pool: Pool, worker_url: str, job: str) -> None:
+async def _receive(
+    request: Request, body: Spool, limit: int, limit_mb: int, timeout: float
+) -> None:
+    """Read the request body into `body`: `413` as soon as it passes `limit`, `408` if it has not
+    all arrived within `timeout` seconds (a slow body holds its slots for no longer)."""
+    try:
+        async with asyncio.timeout(timeout):
+            async for chunk in request.stream():
+                if body.size + len(chunk) > limit:
+                    raise errors.too_large(limit_mb)
+                await body.write(chunk)
+    except TimeoutError:
+        raise errors.UploadTimeout(f"the upload did not arrive within {timeout:g} s") from None
+
+
+async def _relay(websocket: WebSocket, pool: Pool, worker_url: str, job: str, client: str) -> None:
     """Pass the worker's live log on, with its close code; stop at once if the client leaves."""
     url = URL(worker_url.replace("http", "ws", 1) + f"/logs/{job}/stream", encoded=True)
     try:
-        async with pool.session("streams").ws_connect(url, heartbeat=30) as upstream:
+        forwarded = {"X-Forwarded-For": client}
+        async with pool.session("streams").ws_connect(
+            url, heartbeat=30, headers=forwarded
+        ) as upstream:
 
             async def pump() -> None:
                 while True:
@@ -185,18 +231,11 @@ async def _relay(websocket: WebSocket, pool: Pool, worker_url: str, job: str) ->
                         await websocket.close(1011, "worker lost")
                     return
 
-            async def client_left() -> None:
-                while (await websocket.receive())["type"] != "websocket.disconnect":
-                    pass
-
-            tasks = {asyncio.ensure_future(pump()), asyncio.ensure_future(client_left())}
-            try:
-                done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
-            finally:
-                for task in tasks:
-                    task.cancel()
-                await asyncio.gather(*tasks, return_exceptions=True)
-            for task in done:
-                task.result()
+            await while_connected(websocket, pump())
+    except aiohttp.WSServerHandshakeError as refused:
+        if refused.status == 429:  # the worker's own per-client limit (a client also going direct)
+            await websocket.close(1013, "too many log streams; try again later")
+        else:
+            await websocket.close(1011, "worker lost")
     except (aiohttp.ClientError, TimeoutError):
         await websocket.close(1011, "worker lost")

@@ -23,7 +23,7 @@ from jobrunner import __version__, errors, manifest, signing, uploads
 from jobrunner.config import Settings
 from jobrunner.environments import TEMPLATES, Environments, EnvironmentUnavailable, interpreters
 from jobrunner.jobs import Job, Log, new_job_id, timestamp
-from jobrunner.ratelimit import Limits, RateLimiter, Reservation
+from jobrunner.ratelimit import Limits, RateLimiter, Reservation, StreamSlot
 from jobrunner.sandbox import RunResult, RunSpec
 from jobrunner.wire import (
     DirectoryEntry,
@@ -101,6 +101,7 @@ class JobService:
                 cpu_seconds=settings.rate_cpu_seconds,
                 cpu_window=settings.rate_cpu_window,
                 ipv6_prefix=settings.rate_ipv6_prefix,
+                streams=settings.rate_streams,
             ),
             clock,
         )
@@ -413,6 +414,14 @@ class JobService:
                 position = 0  # waiting for its environment, or being picked up this moment
         return job.record(self.key.worker_id, position)
 
+    def open_stream(self, client_ip: str) -> StreamSlot:
+        """A slot for one log stream of this client (plain or WebSocket), or 429 when it has
+        `rate_streams` open already. Close it when the stream ends."""
+        slot = self.limiter.open_stream(client_ip)
+        if not isinstance(slot, StreamSlot):
+            raise errors.rate_limited(slot)
+        return slot
+
     def status(self, job_id: str) -> StatusRecord:
         return self._record(self.find(job_id))
 
@@ -475,7 +484,8 @@ class JobService:
             "queued when the server stops are lost. Client IP addresses are kept in memory "
             "only as long as the rate-limit windows need them.",
             limits=f"per IP: {s.rate_cpu_seconds:g} CPU-seconds per {s.rate_cpu_window:g} s, "
-            f"{s.rate_concurrent} concurrent jobs, {s.rate_per_hour} jobs per hour; per "
+            f"{s.rate_concurrent} concurrent jobs, {s.rate_per_hour} jobs per hour, "
+            f"{s.rate_streams} log streams at once; per "
             f"job: {s.max_memory_mb} MB memory, {s.max_timeout} s run time, "
             f"{s.storage_mb} MB storage; uploads up to {s.max_upload_mb} MiB",
             version=__version__,

@@ -2,7 +2,8 @@
 
 Each module holds one idea: `responses` (msgspec JSON), `errors` (the JSON error body and the
 exception handlers that send it), `clientaddr` (who is asking, behind trusted proxies), `cors`
-(the cross-origin policy) and `launcher` (hypercorn with TLS and graceful shutdown).
+(the cross-origin policy), `streaming` (bodies and WebSockets that stop when the client leaves)
+and `launcher` (hypercorn with TLS and graceful shutdown).
 """
 
 from servekit.clientaddr import TrustedProxies, client_ip, rate_key
@@ -10,10 +11,12 @@ from servekit.cors import CorsPolicy
 from servekit.errors import ErrorBody, HTTPError, error_response, exception_handlers
 from servekit.launcher import Listener, serve
 from servekit.responses import JSONResponse
+from servekit.streaming import ClientStream, first_of, while_connected
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "ClientStream",
     "CorsPolicy",
     "ErrorBody",
     "HTTPError",
@@ -23,6 +26,8 @@ __all__ = [
     "client_ip",
     "error_response",
     "exception_handlers",
+    "first_of",
     "rate_key",
     "serve",
+    "while_connected",
 ]

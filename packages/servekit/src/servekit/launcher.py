@@ -81,11 +81,14 @@ async def serve_async(
     on_ready: Callable[[str], None] = _announce,
     stop: asyncio.Event | None = None,
     before_shutdown: Callable[[], Awaitable[None]] | None = None,
+    max_websocket_message: int = 64 * 1024,
 ) -> None:
     """Serve until SIGTERM/SIGINT (or `stop` is set), then finish open requests and return.
 
     `before_shutdown` runs once the signal came and while the server still answers (a service
-    refusing new work with 503 while its running work ends); the listener closes after it."""
+    refusing new work with 503 while its running work ends); the listener closes after it.
+    A WebSocket message from a client larger than `max_websocket_message` closes its connection
+    (1009): hypercorn holds a whole message before the app sees it, 16 MiB by default."""
     stop = stop or asyncio.Event()
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):
@@ -100,6 +103,7 @@ async def serve_async(
     config.certfile = listener.certfile
     config.keyfile = listener.keyfile
     config.graceful_timeout = graceful_timeout
+    config.websocket_max_message_size = max_websocket_message
     config.errorlog = logging.getLogger("hypercorn.error")
     config.accesslog = None
     on_ready(listener.url(port))
