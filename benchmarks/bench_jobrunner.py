@@ -121,7 +121,8 @@ async def _submit_and_follow(
     )
     job = response.json()["job_id"]
     ws = url.replace("http", "ws", 1) + f"/logs/{job}/stream"
-    async with websockets.connect(ws) as socket:
+    # The client follows its own job as itself: per-IP limits count log streams too.
+    async with websockets.connect(ws, additional_headers=headers) as socket:
         try:
             async for _ in socket:
                 pass
