@@ -18,6 +18,7 @@ set -euo pipefail
 TESTS=(
     tests/jobrunner/test_sandbox.py
     tests/jobrunner/test_sandbox_hardening.py
+    tests/jobrunner/test_sandbox_workdir.py
     tests/jobrunner/test_cpu_share.py
     "tests/jobrunner/test_api.py::test_completed_job_status_outputs_and_downloads"
 )
