@@ -261,7 +261,8 @@ def test_api_writes_fire_plugin_hooks(plugin_site, tmp_path):
 def test_finished_checks_are_kept_a_while_then_forgotten(db_path):
     from marks import health
     from marks.library import Library
-    from marks.server.health_checks import KEEP, HealthChecks
+    from marks.server.background import KEEP
+    from marks.server.health_checks import HealthChecks
     from marks.store import Store
 
     setup = Library(Store(db_path))

@@ -28,8 +28,9 @@ from marks.formats import FormatError
 from marks.library import Duplicate, Invalid, Library, MarksError, NotFound
 from marks.plugins import Context, Plugins
 from marks.queue import AlreadyQueued
+from marks.server.background import Busy
 from marks.server.graph_builds import GraphBuilds
-from marks.server.health_checks import Busy, HealthChecks
+from marks.server.health_checks import HealthChecks
 from marks.server.settings import ServerSettings
 from marks.store import Store, StoreError
 from servekit import HTTPError, JSONResponse

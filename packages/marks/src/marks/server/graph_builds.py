@@ -4,15 +4,13 @@
 with an id at once and the build runs in a thread of its own through `marks.graph.build` -- what
 the CLI runs -- on its own database connection (not one of the request threads). A build is one
 write transaction, and SQLite has one writer: a second build at the same time could only wait for
-the first and then redo the same work, so it is refused with 429 and `Retry-After`. The last
-`KEEP` finished builds stay readable; older ones are forgotten (404), as is everything at restart:
-the graph itself is in the database (`GET /graph/stats` says when it was built).
+the first and then redo the same work, so it is refused with 429 and `Retry-After`
+(`background.Runs`). The graph itself is in the database (`GET /graph/stats` says when it was
+built).
 """
 
 import datetime as dt
-import secrets
 import threading
-from collections import OrderedDict
 from collections.abc import Callable
 from typing import Literal
 
@@ -22,9 +20,7 @@ from marks import clock
 from marks.graph import BuildReport
 from marks.graph.build import STEPS, build
 from marks.library import Library
-from marks.server.health_checks import Busy
-
-KEEP = 20  # finished builds kept readable
+from marks.server.background import Runs
 
 
 class BuildProgress(msgspec.Struct, kw_only=True):
@@ -42,26 +38,22 @@ class BuildProgress(msgspec.Struct, kw_only=True):
 
 
 class GraphBuilds:
-    """The server's graph builds: at most one running, the last KEEP finished."""
+    """The server's graph builds: at most one running, the last few finished (`Runs`)."""
 
     def __init__(self, open_library: Callable[[], Library]) -> None:
         self._open_library = open_library  # a new connection, for the build's own thread
-        self._lock = threading.Lock()
-        self._builds: OrderedDict[str, BuildProgress] = OrderedDict()
-        self._running: str | None = None
+        self._builds: Runs[BuildProgress] = Runs("graph build")
+        self._lock = self._builds.lock
 
     @property
     def running(self) -> str | None:
-        return self._running
+        return self._builds.running
 
     def start(self) -> BuildProgress:
+        build_id = self._builds.begin()
+        progress = BuildProgress(id=build_id, state="running", started_at=clock.now())
         with self._lock:
-            if self._running is not None:
-                raise Busy(self._running, "graph build")
-            build_id = secrets.token_hex(8)
-            progress = BuildProgress(id=build_id, state="running", started_at=clock.now())
-            self._builds[build_id] = progress
-            self._running = build_id
+            self._builds.add(build_id, progress)
             answer = msgspec.structs.replace(progress)
         threading.Thread(
             target=self._work, args=(progress,), name=f"graph-{build_id}", daemon=True
@@ -96,10 +88,4 @@ class GraphBuilds:
             if report is not None:
                 progress.steps_done = len(STEPS)
             progress.finished_at = clock.now()
-            self._running = None
-            self._forget_old()
-
-    def _forget_old(self) -> None:
-        finished = [key for key, build in self._builds.items() if build.state != "running"]
-        for key in finished[: max(0, len(finished) - KEEP)]:
-            del self._builds[key]
+            self._builds.end(progress.id)

@@ -3,36 +3,24 @@
 A batch can take minutes, so `POST /bookmarks/health` answers 202 with an id at once and the
 check runs in its own thread through `marks.health` -- the service the CLI uses -- with its own
 database connection (the plan is a temporary table of that connection). One batch runs at a time
-per server: a second one would compete with the first for the same hosts' per-host limits and the
-same writes, so it is refused with 429 and `Retry-After` until the first is done. The last
-`KEEP` finished checks stay readable; older ones are forgotten (404), as is everything at restart:
-the results themselves are in the database (`GET /bookmarks/{id}/health`).
+(`background.Runs`: a second one would compete with the first for the same hosts' per-host limits
+and the same writes); the results themselves are in the database (`GET /bookmarks/{id}/health`).
 """
 
 import datetime as dt
-import secrets
 import threading
-from collections import OrderedDict
 from collections.abc import Callable
 from typing import Literal
 
 import msgspec
 
 from marks import clock, health
-from marks.library import Library, MarksError
+from marks.library import Library
+from marks.server.background import Runs
 from marks.store import Store
 from marks.wire import HealthCheck
 
-KEEP = 20  # finished checks kept readable
 MAX_RESULTS = 10_000  # per check; the counts always cover every link
-
-
-class Busy(MarksError):
-    """Another batch (or graph build) is running (429)."""
-
-    def __init__(self, running: str, what: str = "check") -> None:
-        super().__init__(f"{what} {running} is still running: one at a time")
-        self.running = running
 
 
 class CheckProgress(msgspec.Struct, kw_only=True):
@@ -64,28 +52,23 @@ class _Run:
 
 
 class HealthChecks:
-    """The server's batch checks: at most one running, the last KEEP finished."""
+    """The server's batch checks: at most one running, the last few finished (`Runs`)."""
 
     def __init__(self, open_library: Callable[[], Library], options: health.Options) -> None:
         self._open_library = open_library  # a new connection, for the check's own thread
         self.options = options
-        self._lock = threading.Lock()
-        self._runs: OrderedDict[str, _Run] = OrderedDict()
-        self._running: str | None = None
+        self._runs: Runs[_Run] = Runs("check")
+        self._lock = self._runs.lock
 
     @property
     def running(self) -> str | None:
-        return self._running
+        return self._runs.running
 
     def start(self, selection: health.Selection) -> CheckProgress:
         """Plan the batch in its thread, wait for the plan (its errors are the caller's), then
         let it run; returns the progress as planned."""
-        with self._lock:
-            if self._running is not None:
-                raise Busy(self._running)
-            check_id = secrets.token_hex(8)
-            run = _Run(check_id, clock.now())
-            self._running = check_id
+        check_id = self._runs.begin()
+        run = _Run(check_id, clock.now())
         thread = threading.Thread(
             target=self._work, args=(run, selection), name=f"health-{check_id}", daemon=True
         )
@@ -111,8 +94,7 @@ class HealthChecks:
             checker.plan(selection, run.summary)
         except Exception as error:  # refused before it began: the request answers with it
             run.plan_error = error
-            with self._lock:
-                self._running = None
+            self._runs.end(run.progress.id)
             if store is not None:
                 store.close()
             run.planned.set()
@@ -121,9 +103,7 @@ class HealthChecks:
         progress.total = run.summary.planned
         progress.not_http = run.summary.not_http
         progress.too_recent = run.summary.too_recent
-        with self._lock:
-            self._runs[progress.id] = run
-            self._forget_old()
+        self._runs.add(progress.id, run)
         run.planned.set()
 
         def on_result(check: HealthCheck) -> None:
@@ -151,13 +131,7 @@ class HealthChecks:
                 progress.hosts_down = dict(run.summary.hosts_down)
                 progress.state, progress.error = state, problem
                 progress.finished_at = clock.now()
-                self._running = None
-                self._forget_old()
-
-    def _forget_old(self) -> None:
-        finished = [key for key, run in self._runs.items() if run.progress.state != "running"]
-        for key in finished[: max(0, len(finished) - KEEP)]:
-            del self._runs[key]
+                self._runs.end(progress.id)
 
 
 def _copy(progress: CheckProgress) -> CheckProgress:
