@@ -331,12 +331,12 @@ class Pool:
         return job
 
     async def status(self, job_id: str) -> StatusRecord:
-        """The job's record as the pool can vouch for it. Reads only: changes no state."""
+        """The job's record as the pool can vouch for it."""
         job = self.find(job_id)
         if job.final is not None:
             return job.final
         try:
-            return self._checked(job, await self._fetch_status(job))
+            return self._learn(job, await self._fetch_status(job))
         except WorkerAnswer as error:
             raise errors.WorkerUnreachable(f"{job.worker.url}: {error}") from None
 
@@ -384,22 +384,28 @@ class Pool:
         if job.final is not None:
             return
         try:
-            answer = await self._fetch_status(job)
-            record = self._checked(job, answer)
+            self._learn(job, await self._fetch_status(job))
         except WorkerAnswer:
             return  # unreachable now: the health checks decide whether it is lost
         except errors.JobNotFound:
-            record = self._own_record(job, "worker_lost")  # the worker forgot it (restarted)
-        else:
-            if record is not answer:
-                log.warning(
-                    "job %s: the result from %s does not verify: %s",
-                    job.job_id,
-                    job.worker.url,
-                    self._problem(job, answer),
-                )
-        if record.status in FINISHED:
-            self._finish(job, record)
+            self._finish(job, self._own_record(job, "worker_lost"))  # the worker forgot it
+
+    def _learn(self, job: PoolJob, answer: StatusRecord) -> StatusRecord:
+        """The record the pool vouches for, from the worker's `answer`. A finished one is kept at
+        once, whichever endpoint learnt it, so that no count (`/stats`, the per-IP limits, the
+        workers' loads) calls active a job that `/status` called done."""
+        record = self._checked(job, answer)
+        if record.status not in FINISHED or job.final is not None:
+            return job.final or record
+        if record is not answer:
+            log.warning(
+                "job %s: the result from %s does not verify: %s",
+                job.job_id,
+                job.worker.url,
+                self._problem(job, answer),
+            )
+        self._finish(job, record)
+        return record
 
     async def _follow_jobs(self, client_ip: str | None = None) -> None:
         """Learn which jobs ended (for the per-IP limits and the workers' loads), and forget
