@@ -143,3 +143,85 @@ def test_too_many_outputs_fails_with_output_limit_and_keeps_the_first(server):
     assert record["status"] == "failed" and record["failure"] == "output_limit"
     assert len(record["output_files"]) == 1000
     assert "f0000" in record["output_files"] and "f1199" not in record["output_files"]
+
+
+@given(
+    st.lists(st.lists(st.sampled_from(["a", "a-", "a.b", "b", "ab"]), min_size=1, max_size=3)),
+    st.lists(patterns, min_size=1, max_size=2),
+)
+def test_copy_out_keeps_the_matching_files_in_path_order(tmp_path_factory, tree, pattern_list):
+    base = tmp_path_factory.mktemp("collect")
+    work, outputs = base / "work", base / "outputs"
+    work.mkdir(), outputs.mkdir()
+    files = set()
+    for parts in tree:
+        path = "/".join(parts)
+        if any(path.startswith(f + "/") or f.startswith(path + "/") for f in files | {path}):
+            continue  # a file where a directory would be, or the other way round
+        (work / path).parent.mkdir(parents=True, exist_ok=True)
+        (work / path).write_text(path)
+        files.add(path)
+    collected = collect(work, outputs, pattern_list, {}, 100, 10**6)
+    wanted = sorted(path for path in files if any(reference(p, path) for p in pattern_list))
+    assert [out.path for out in collected.outputs] == wanted
+
+
+def deep_tree(root: Path, levels: int, subdirs: int) -> None:
+    """Directories too deep for the host to read below `root`: `levels` nested 254-byte names
+    of control characters, then `subdirs` more in the deepest (made through dir fds)."""
+    fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        for level in range(levels):
+            name = f"{level:02d}" + "\x01" * 252
+            os.mkdir(name, dir_fd=fd)
+            fd, previous = os.open(name, os.O_RDONLY | os.O_DIRECTORY, dir_fd=fd), fd
+            os.close(previous)
+        for index in range(subdirs):
+            os.mkdir(f"{index:05d}" + "\x01" * 249, dir_fd=fd)
+    finally:
+        os.close(fd)
+
+
+def test_copy_out_keeps_a_bounded_number_of_problems(tmp_path):
+    work, outputs = tmp_path / "work", tmp_path / "outputs"
+    work.mkdir(), outputs.mkdir()
+    deep_tree(work, 15, MAX_PROBLEMS + 50)  # 16 x 255 bytes: every subdirectory is unreadable
+    (work / "result.txt").write_text("kept")
+    collected = collect(work, outputs, ["**"], {}, 100, 10**6)
+    assert collected.outputs[0].path == "result.txt" and collected.outputs[0].problem is None
+    assert len(collected.outputs) == 1 + MAX_PROBLEMS
+    assert all("File name too long" in str(out.problem) for out in collected.outputs[1:])
+    assert collected.unlisted == 50
+    # A pattern that cannot match below a directory never reads it: no problem to report.
+    collected = collect(work, outputs, ["*.txt"], {}, 100, 10**6)
+    assert [out.path for out in collected.outputs] == ["result.txt"]
+
+
+LOG_CAP = 10 * 2**20
+DEEP_TREE_JOB = """\
+import os, sys
+sys.stdout.write('x' * {filler})
+for level in range(15):
+    name = f'{{level:02d}}' + '\\x01' * 252
+    os.mkdir(name)
+    os.chdir(name)
+for index in range(2000):
+    os.mkdir(f'{{index:05d}}' + '\\x01' * 249)
+print('24 bytes of output here')
+raise SystemExit(3)
+"""
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("filler", [0, LOG_CAP - 20_000])
+def test_notes_about_outputs_count_against_the_log_cap(server, filler):
+    # 15 nested 254-byte names of control characters (each escaped as 4 characters in a note)
+    # and 2000 directories below them that the host cannot read: a 16 KB note each, 32 MB.
+    record = run_job(server.url, DEEP_TREE_JOB.format(filler=filler), wait=240)
+    assert record["status"] == "failed" and record["failure"] == "nonzero_exit"
+    log = httpx.get(f"{server.url}/logs/{record['job_id']}", timeout=60).content
+    assert len(log) <= LOG_CAP + LOG_SLACK
+    assert b"24 bytes of output here\n" in log
+    assert b"not listed: not read (File name too long)" in log
+    assert re.search(rb"\[jobrunner\] \d+ more output\(s\) not listed", log)
+    assert log.endswith(b"\n[jobrunner] the job exited with code 3\n")  # the reason stays last

@@ -46,6 +46,15 @@ TARBALL_SUFFIXES = (".tar.gz", ".tgz")
 # Threads besides one per job slot: uploads, hashing, deletion and environment builds.
 SPARE_THREADS = 8
 _UNNAMED_ROOM = 256  # kept in the log for the line counting the outputs it could not name
+# How much of a name a log line shows: its start and its end, so that the reason after it fits
+# in a note (`jobs.NOTE_MAX`). An escaped name can be 16 KiB (4 per byte of a 4 KiB path).
+_NAME_HEAD, _NAME_TAIL = 500, 200
+
+
+def _shortened(name: str) -> str:
+    if len(name) <= _NAME_HEAD + _NAME_TAIL + 3:
+        return name
+    return f"{name[:_NAME_HEAD]}...{name[-_NAME_TAIL:]}"
 
 
 class Runner(Protocol):
@@ -354,7 +363,8 @@ class JobService:
             if problem is None:
                 job.outputs[out.path] = out
             elif unnamed or not job.log.note(
-                f"output {printable(out.path)} not listed: {problem}", keep=_UNNAMED_ROOM
+                f"output {_shortened(printable(out.path))} not listed: {problem}",
+                keep=_UNNAMED_ROOM,
             ):
                 unnamed += 1
         unnamed += result.unlisted
