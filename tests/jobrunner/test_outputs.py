@@ -225,3 +225,13 @@ def test_notes_about_outputs_count_against_the_log_cap(server, filler):
     assert b"not listed: not read (File name too long)" in log
     assert re.search(rb"\[jobrunner\] \d+ more output\(s\) not listed", log)
     assert log.endswith(b"\n[jobrunner] the job exited with code 3\n")  # the reason stays last
+
+
+def test_output_patterns_over_the_total_cap_are_a_clear_400(server):
+    outputs = ["a" * 1024] * 4 + ["b"]
+    response = submit(server.url, {"main.py": ""}, {"entrypoint": "main.py", "outputs": outputs})
+    assert response.status_code == 400
+    assert response.json() == {
+        "error": "Invalid manifest",
+        "details": "outputs: the patterns add up to 4097 characters, more than the 4096 allowed",
+    }
