@@ -12,8 +12,11 @@ from pathlib import Path
 import httpx
 import pytest
 import websockets
+from hypothesis import given
+from hypothesis import strategies as st
 
 from jobrunner.client import Client, JobrunnerError
+from jobrunner.jobs import LOG_SLACK, NOTE_MAX, Log
 from support.fakerunner import Served, serving, steps
 from support.jobclient import tarball
 from support.servers import wait_until_async
@@ -212,3 +215,39 @@ def test_a_follower_that_sends_a_big_message_is_closed_1009(tmp_path):
         served.runner.open("g")
 
     run(scenario, tmp_path)
+
+
+# --- the cap holds for every line a job causes (issue 22, finding 5) ---------------------------
+
+writes = st.lists(st.tuples(st.sampled_from(["append", "note"]), st.integers(0, 3000)), max_size=30)
+
+
+@given(st.integers(1, 20_000), writes, st.integers(0, 5000))
+def test_a_log_never_exceeds_its_cap_by_more_than_the_slack(cap, operations, last):
+    log = Log(cap)
+    for kind, size in operations:
+        if kind == "append":
+            log.append(b"o" * size)
+        else:
+            log.note("n" * size)
+    log.last("r" * last)
+    assert len(log.data) <= cap + LOG_SLACK
+    assert log.data.count(b"log truncated") <= 1
+    # Why the job stopped is always the last line, cut to NOTE_MAX bytes at most.
+    final = log.data.rsplit(b"\n", 2)[-2]
+    assert final.startswith(b"[jobrunner] r") or final == b"[jobrunner] "
+    assert len(final) <= len(b"[jobrunner] ") + NOTE_MAX
+
+
+def test_notes_stop_at_the_cap_and_keep_room_when_asked():
+    log = Log(1000)
+    assert log.note("a" * 500)
+    assert not log.note("b" * 400, keep=200)  # would leave less than 200 bytes: not written
+    assert not log.truncated and log.room == 1000 - len(log.data)
+    assert log.note("c" * 300)
+    assert not log.note("d" * 300)  # past the cap: the log is truncated there
+    assert log.truncated and not log.note("e")
+    log.last("the job exited with code 1")
+    assert log.data.endswith(
+        b"[jobrunner] log truncated at 0.000953674 MiB\n[jobrunner] the job exited with code 1\n"
+    )

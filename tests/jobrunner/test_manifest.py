@@ -113,3 +113,11 @@ def test_server_limits_are_never_exceeded():
             assert "exceeds this server's limit" in str(error)
         else:
             raise AssertionError(document)
+
+
+def test_output_patterns_are_capped_in_total():
+    patterns = ["a" * 1000] * 4
+    assert parse(json.dumps({"entrypoint": "m.py", "outputs": patterns}), **OFFER).outputs
+    with contextlib.suppress(ManifestError):
+        parse(json.dumps({"entrypoint": "m.py", "outputs": [*patterns, "b" * 97]}), **OFFER)
+        raise AssertionError("4097 characters of patterns accepted")

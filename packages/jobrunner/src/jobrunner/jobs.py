@@ -19,6 +19,12 @@ from jobrunner.wire import (
 )
 
 LOG_CAP = 10 * 2**20
+# A note is cut to this many bytes: one name of 4,096 bytes, control characters escaped, is
+# 16 KiB, and one such note per unreadable directory made a log of 158 MB.
+NOTE_MAX = 1024
+# How far past its cap a log can go: the truncation line, and the last line saying why the job
+# stopped (each with its newlines and prefix).
+LOG_SLACK = NOTE_MAX + 128
 FOLLOWER_LAG = 2**20
 
 
@@ -52,8 +58,11 @@ class Follower:
 class Log:
     """The combined stdout/stderr of a job: capped, appended by the job, read by anyone.
 
-    Appending never waits for readers; a follower that falls more than FOLLOWER_LAG bytes behind
-    what it has been sent is flagged so that its connection can be closed.
+    Every line a job causes counts against the cap: its output and jobrunner's notes about it
+    (outputs not listed, say). Past the cap one line says the log was truncated; only the last
+    line, why the job stopped, is written after it. So a log holds at most `cap + LOG_SLACK`
+    bytes. Appending never waits for readers; a follower that falls more than FOLLOWER_LAG bytes
+    behind what it has been sent is flagged so that its connection can be closed.
     """
 
     def __init__(self, cap: int = LOG_CAP) -> None:
@@ -64,28 +73,61 @@ class Log:
         self._changed = asyncio.Event()
         self.followers: set[Follower] = set()
 
+    @property
+    def room(self) -> int:
+        """Bytes that may still be written before the cap (0 once truncated)."""
+        return 0 if self.truncated else max(0, self.cap - len(self.data))
+
     def append(self, chunk: bytes) -> None:
         if self.truncated or self.closed:
             return
-        room = self.cap - len(self.data)
-        if len(chunk) > room:
-            self.data += chunk[:room]
-            self.data += (
-                f"\n[jobrunner] log truncated at {self.cap // 2**20} MiB; the job "
-                "continues\n".encode()
-            )
-            self.truncated = True
+        if len(chunk) > self.room:
+            self.data += chunk[: self.room]
+            self._truncate("; the job continues")
         else:
             self.data += chunk
+        self._written()
+
+    def note(self, line: str, keep: int = 0) -> bool:
+        """A line from jobrunner itself (cut to NOTE_MAX bytes), if it fits below the cap with
+        `keep` bytes to spare; else the log is truncated there. Returns whether it was written."""
+        if self.truncated or self.closed:
+            return False
+        text = self._line(line)
+        if len(text) + keep > self.room:
+            if len(text) > self.room:
+                self._truncate("")
+                self._written()
+            return False
+        self.data += text
+        self._written()
+        return True
+
+    def last(self, line: str) -> None:
+        """The log's last line (why the job stopped, cut to NOTE_MAX bytes): written even past
+        the cap, which it can exceed by at most LOG_SLACK bytes, truncation line included."""
+        if len(self._line(line)) > self.room:
+            self.note(line)  # too long for what is left: truncates the log
+        self.data += self._line(line)
+        self._written()
+
+    def _line(self, line: str) -> bytes:
+        text = line.encode(errors="replace")
+        if len(text) > NOTE_MAX:  # whole characters only, then a visible cut
+            text = text[: NOTE_MAX - 3].decode(errors="ignore").encode() + b"..."
+        prefix = b"" if not self.data or self.data.endswith(b"\n") else b"\n"
+        return prefix + b"[jobrunner] " + text + b"\n"
+
+    def _truncate(self, after: str) -> None:
+        prefix = "" if not self.data or self.data.endswith(b"\n") else "\n"
+        mib = self.cap / 2**20
+        self.data += f"{prefix}[jobrunner] log truncated at {mib:g} MiB{after}\n".encode()
+        self.truncated = True
+
+    def _written(self) -> None:
         for follower in self.followers:
             if len(self.data) - max(follower.delivered, follower.joined) > FOLLOWER_LAG:
                 follower.lagging.set()
-        self._wake()
-
-    def note(self, line: str) -> None:
-        """A line from jobrunner itself (why a job stopped), past the cap if need be."""
-        prefix = b"" if not self.data or self.data.endswith(b"\n") else b"\n"
-        self.data += prefix + f"[jobrunner] {line}\n".encode()
         self._wake()
 
     def close(self) -> None:

@@ -15,6 +15,9 @@ from jobrunner.wire import Manifest, decode_manifest
 
 INTERPRETER_BY_EXTENSION = {".py": "python", ".sh": "bash", ".js": "node"}
 _FORBIDDEN_ENV = re.compile(r"LD_.*|PYTHONHOME")  # whole names: see fullmatch below
+# The output patterns together: matching a name costs a few operations on an int of one bit per
+# pattern character, for each character of the name (see `workdir.Patterns`).
+MAX_PATTERN_CHARS = 4096
 
 
 class ManifestError(ValueError):
@@ -85,6 +88,12 @@ def parse(
             raise ManifestError(f"Environment variable not allowed: {name}")
         if "\x00" in value:
             raise ManifestError(f"env.{name}: NUL character not allowed")
+    total = sum(len(pattern) for pattern in manifest.outputs)
+    if total > MAX_PATTERN_CHARS:
+        raise ManifestError(
+            f"outputs: the patterns add up to {total} characters, more than the "
+            f"{MAX_PATTERN_CHARS} allowed"
+        )
     manifest.outputs = [
         relative_path(pattern, "outputs pattern") + ("/" if pattern.endswith("/") else "")
         for pattern in manifest.outputs

@@ -45,6 +45,24 @@ log = logging.getLogger("jobrunner")
 TARBALL_SUFFIXES = (".tar.gz", ".tgz")
 # Threads besides one per job slot: uploads, hashing, deletion and environment builds.
 SPARE_THREADS = 8
+_UNNAMED_ROOM = 256  # kept in the log for the line counting the outputs it could not name
+# How much of a name a log line shows: its start and its end, so that the reason after it fits
+# in a note (`jobs.NOTE_MAX`). Escaped whole, a name can be 16 KiB (4 per byte of a 4 KiB path),
+# and escaping runs on the event loop: 1,100 such names took 3.5 s. Only what is shown is escaped.
+_NAME_HEAD, _NAME_TAIL = 500, 200
+
+
+def _shown(name: str) -> str:
+    if len(name) <= _NAME_HEAD + _NAME_TAIL:
+        return _cut(printable(name))
+    return _cut(f"{printable(name[:_NAME_HEAD])}...{printable(name[-_NAME_TAIL:])}")
+
+
+def _cut(shown: str) -> str:
+    """At most a head and a tail of an escaped name (escapes take up to 10 characters)."""
+    if len(shown) <= _NAME_HEAD + _NAME_TAIL + 3:
+        return shown
+    return f"{shown[:_NAME_HEAD]}...{shown[-_NAME_TAIL:]}"
 
 
 class Runner(Protocol):
@@ -339,8 +357,10 @@ class JobService:
         self._finish(job, started, note)
 
     def _keep_outputs(self, job: Job, result: RunResult) -> None:
-        """The outputs the wire can carry; every other one is named in the log with why."""
+        """The outputs the wire can carry; the others are named in the log with why, as long as
+        the log has room for them and for one line counting those it could not name."""
         job.outputs = {}
+        unnamed = 0
         for out in result.outputs:
             problem = out.problem
             if problem is None:
@@ -350,8 +370,17 @@ class JobService:
                     problem = "its name is not valid UTF-8 (kept on disk, not listed)"
             if problem is None:
                 job.outputs[out.path] = out
-            else:
-                job.log.note(f"output {printable(out.path)} not listed: {problem}")
+            elif unnamed or not job.log.note(
+                f"output {_shown(out.path)} not listed: {problem}",
+                keep=_UNNAMED_ROOM,
+            ):
+                unnamed += 1
+        unnamed += result.unlisted
+        if unnamed:
+            job.log.note(
+                f"{unnamed} more output(s) not listed (not copied out, a directory not read, or "
+                "a name not UTF-8); the log names only the first ones"
+            )
 
     def _fail_after_crash(self, job: Job) -> None:
         """A job whose handling raised: report it `sandbox_error` (signed if at all possible)."""
@@ -386,7 +415,7 @@ class JobService:
         job.signature = self.key.sign(signing.result_message(self._record(job)))
         job.delete_at = self.clock() + self.settings.retention
         if note:
-            job.log.note(note)
+            job.log.last(note)
         job.log.close()
         log.info(
             "job %s %s%s in %.3f s (%.3f CPU-s)",

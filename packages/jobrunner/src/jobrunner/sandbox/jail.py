@@ -81,6 +81,7 @@ class RunResult:
     cpu_seconds: float
     memory_peak_bytes: int
     outputs: list[workdir.Output] = field(default_factory=list)
+    unlisted: int = 0  # outputs with a problem past those in `outputs`: counted only
     note: str | None = None  # one line for the job's log, saying why it stopped
 
 
@@ -280,7 +281,8 @@ async def _in_thread_to_the_end(function: Callable[P, T], *args: P.args, **kwarg
 
 
 async def collect_outputs(spec: RunSpec, work: Path, result: RunResult) -> None:
-    """Copy the outputs out (in a thread), at most the job's storage limit of them by size.
+    """Copy the outputs out (in a thread: it never holds the GIL for long, see
+    `workdir.Patterns`), at most the job's storage limit of them by size.
     Too many files, or more bytes than that, is `output_limit` unless the job had already
     failed for another reason (the first cause is the one reported)."""
     collected = await asyncio.to_thread(
@@ -292,7 +294,7 @@ async def collect_outputs(spec: RunSpec, work: Path, result: RunResult) -> None:
         spec.max_outputs,
         spec.storage_bytes,
     )
-    result.outputs = collected.outputs
+    result.outputs, result.unlisted = collected.outputs, collected.unlisted
     reasons = []
     if collected.too_many:
         reasons.append(f"more than {spec.max_outputs} output files; kept the first")
