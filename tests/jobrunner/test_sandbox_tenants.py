@@ -8,7 +8,6 @@ from pathlib import Path
 
 import pytest
 
-from jobrunner.sandbox import ids
 from jobrunner.sandbox.layout import Layout
 from support.jobclient import GENEROUS, log_of, run_job, submit, wait_finished
 from support.servers import wait_until
@@ -75,6 +74,8 @@ def test_each_running_job_is_a_host_user_of_its_own(start_server, state_dir):
         assert wait_finished(server.url, job_id)["status"] == "completed"
         assert "65534 65534 65534" in log_of(server.url, job_id)  # inside: nobody, as before
     assert len(owners) == 2, f"both work dirs belong to one host user: {owners}"
+    from jobrunner.sandbox import ids  # (after the check that fails on a single shared user)
+
     assert all(ids.DEFAULT_BASE <= uid < ids.DEFAULT_BASE + ids.RANGE_SIZE for uid in owners)
 
 
