@@ -39,7 +39,7 @@ except OSError as error:
 
 def test_a_job_cannot_use_up_another_jobs_pipe_buffers(start_server, state_dir):
     # The kernel counts pipe buffer pages per host user, and refuses an unprivileged user
-    # F_SETPIPE_SZ once it holds more than fs.pipe-user-pages-soft pages (new pipes get one page).
+    # F_SETPIPE_SZ once it holds more than fs.pipe-user-pages-soft pages (new pipes get two pages).
     # So the hoarder takes exactly the soft limit: if both jobs were one host user, the second
     # job's pipe would take it over.
     soft = int(Path("/proc/sys/fs/pipe-user-pages-soft").read_text())

@@ -1,10 +1,15 @@
 """The host uid/gid each running job gets: one per job slot, so that no two jobs share a user.
 
-The kernel keeps some limits per user, host-wide, whatever the namespaces: pipe buffer pages
-(`fs.pipe-user-pages-soft`), inotify instances and watches, RLIMIT_NPROC's count, RLIMIT_MSGQUEUE.
-Jobs running as one host user share each of those, so one job could use up another's (64 pipes of
-1 MiB left every other job's pipes at one page and refused it F_SETPIPE_SZ). Inside the jail every
-job is still uid/gid 65534; only the host's side of the id map differs per slot.
+The kernel keeps some limits per host user, whatever the namespaces: pipe buffer pages
+(`fs.pipe-user-pages-soft`, counted in the kernel's `user_struct` of the host uid). Jobs running as
+one host user shared it, so one job could use up another's (64 pipes of 1 MiB left every other
+job's new pipes at two pages and refused them F_SETPIPE_SZ). Inside the jail every job is still
+uid/gid 65534; only the host's side of the id map differs per slot.
+
+This does not separate the limits the kernel counts per user namespace and charges up the chain
+to the user that created the namespace (`ucounts`: inotify instances and watches, among others):
+nsjail creates every jail's namespace as root, so those stay shared between jobs (128 inotify
+instances held by one job left none for another, with per-job uids too).
 
 The ids come from `RANGE_SIZE` ids starting at a configurable base (default `DEFAULT_BASE`,
 2,000,000,000). systemd's table of uid ranges (systemd.io/UIDS-GIDS) leaves 1879048192-2147352575
