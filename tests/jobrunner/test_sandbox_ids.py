@@ -38,3 +38,16 @@ def test_a_slot_gives_its_id_back_for_the_next_job(tmp_path):
 def test_a_base_outside_the_range_is_refused(tmp_path, base):
     with pytest.raises(NoFreeIds, match="job uid base"):
         JobIds.claim(tmp_path, base, 1)
+
+
+def test_the_base_is_a_setting(tmp_path, monkeypatch):
+    from jobrunner.config import load
+
+    assert load().jail_uid_base == DEFAULT_BASE
+    monkeypatch.setenv("JOBRUNNER_JAIL_UID_BASE", "3000000")
+    assert load().jail_uid_base == 3_000_000
+    config = tmp_path / "jobrunner.toml"
+    config.write_text("jail_uid_base = 4000000\n")
+    monkeypatch.delenv("JOBRUNNER_JAIL_UID_BASE")
+    assert load(config, jail_uid_base=5_000_000).jail_uid_base == 5_000_000
+    assert load(config).jail_uid_base == 4_000_000

@@ -107,6 +107,8 @@ class JobIds:
         return len(self._free)
 
     def take(self) -> int:
+        if not self._free:  # the service never runs more jobs than it has slots
+            raise RuntimeError("no free job uid: more jobs at once than job slots")
         return self._free.pop()
 
     def give_back(self, uid: int) -> None:
