@@ -64,7 +64,8 @@ def sandbox_overhead() -> list[Row]:
     subprocess.run(["/usr/bin/python3", "-m", "venv", "--without-pip", str(env)], check=True)
     work = root / "work"
     work.mkdir()
-    os.chown(work, 65534, 65534)
+    uid = sandbox.job_ids.take()  # the host uid of the job slot, as jail.py maps it
+    os.chown(work, uid, uid)
     job = sandbox.cgroups.create("bench-overhead", 512 * 2**20)
     jailed = [
         str(sandbox.nsjail),
@@ -72,6 +73,10 @@ def sandbox_overhead() -> list[Row]:
         str(POLICY),
         "--log",
         str(root / "log"),
+        "--user",
+        f"65534:{uid}:1",
+        "--group",
+        f"65534:{uid}:1",
         "--bindmount",
         f"{work}:/work",
         "--bindmount_ro",

@@ -112,3 +112,20 @@ def test_a_demoted_job_busy_in_the_kernel_with_steady_memory_is_capped():
     cgroup = watch([(0.05, 0.3 * (n + 1), 0, 20 * MiB) for n in range(6)])
     assert cgroup.weights == [cpushare.DEMOTED_WEIGHT]
     assert cgroup.caps == [0.1]
+
+
+def test_a_demoted_job_churning_its_memory_in_the_kernel_is_capped():
+    # 64 processes that map, write and unmap 2 MiB over and over: memory up and down by tens of
+    # MiB every sample, never filling past its high or freeing below its low after the start.
+    memory = [40, 130, 45, 125, 50, 120, 47, 128, 48, 122, 46, 126]
+    cgroup = watch([(0.05 * (n + 1), 0.3 * (n + 1), 0, m * MiB) for n, m in enumerate(memory)])
+    assert cgroup.weights == [cpushare.DEMOTED_WEIGHT]
+    assert cgroup.caps == [0.1], "churning memory let it off the cap"
+
+
+def test_a_job_filling_past_its_high_again_after_freeing_is_not_capped():
+    # Frees a working set, then builds a larger one: each sample fills or frees for real.
+    memory = [100, 200, 300, 150, 60, 320, 400, 480]
+    cgroup = watch([(0.05, 0.15 * (n + 1), 0, m * MiB) for n, m in enumerate(memory)])
+    assert cgroup.weights == [cpushare.DEMOTED_WEIGHT]
+    assert cgroup.caps == []

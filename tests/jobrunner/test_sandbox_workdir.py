@@ -80,13 +80,13 @@ def test_fill_copies_any_depth_keeps_modes_and_times_and_follows_no_link(state_d
     os.utime(inputs / "d", (1_000_000_000, 1_000_000_000))
     (inputs / "link").symlink_to("/etc/passwd")
     work.mkdir()
-    workdir_module.fill(inputs, work)
+    workdir_module.fill(inputs, work, 2_000_000_007)  # the job's host uid and gid
     copy = work.joinpath(*["d"] * 600, "f")
-    assert copy.read_text() == "bottom" and copy.stat().st_uid == 65534
+    assert copy.read_text() == "bottom" and copy.stat().st_uid == 2_000_000_007
     assert (work / "run.sh").stat().st_mode & 0o7777 == 0o751
     assert (work / "sealed").stat().st_mode & 0o7777 == 0o500
     assert (work / "run.sh").stat().st_mtime == (work / "d").stat().st_mtime == 1_000_000_000
-    assert (work / "d").stat().st_uid == (work / "run.sh").stat().st_gid == 65534
+    assert (work / "d").stat().st_uid == (work / "run.sh").stat().st_gid == 2_000_000_007
     assert not (work / "link").exists() and not (work / "link").is_symlink()
 
 
@@ -165,6 +165,8 @@ def sandbox(state_dir):
 def assert_nothing_left(sandbox: Sandbox, spec: RunSpec) -> None:
     assert not mounts_below(sandbox.layout.work)
     assert not (sandbox.layout.work / spec.job_id).exists()
+    assert not (sandbox.layout.proc / spec.job_id).exists()
+    assert sandbox.job_ids.free == 1  # its uid was given back
     cgroups = sandbox.cgroups
     assert not [m for m in cgroups.mounts.values() if (m / cgroups.parent / spec.job_id).exists()]
 
@@ -181,7 +183,7 @@ def fail_outputs_dir(sandbox: Sandbox, spec: RunSpec, monkeypatch) -> None:
 
 
 def fail_fill(sandbox: Sandbox, spec: RunSpec, monkeypatch) -> None:
-    def explode(inputs: Path, work: Path) -> None:
+    def explode(inputs: Path, work: Path, owner: int) -> None:
         raise RecursionError("maximum recursion depth exceeded")
 
     monkeypatch.setattr(workdir_module, "fill", explode)
@@ -212,10 +214,10 @@ def test_cancelled_mid_setup_waits_for_the_setup_then_leaves_no_mount(
     filling, release = threading.Event(), threading.Event()
     real_fill = workdir_module.fill
 
-    def slow_fill(inputs: Path, work: Path) -> None:
+    def slow_fill(inputs: Path, work: Path, owner: int) -> None:
         filling.set()
         release.wait(30)
-        real_fill(inputs, work)
+        real_fill(inputs, work, owner)
 
     monkeypatch.setattr(workdir_module, "fill", slow_fill)
     spec = make_spec(state_dir / "in-process", "cancelled", {"main.py": b"x"}, 2**20)
@@ -236,7 +238,7 @@ def test_cancelled_mid_setup_waits_for_the_setup_then_leaves_no_mount(
 def test_close_unmounts_what_jobs_left(sandbox):
     leftover = sandbox.layout.work / "left-by-a-job"
     leftover.mkdir()
-    workdir_module.mount_tmpfs(leftover, 2**20, 100)
+    workdir_module.mount_tmpfs(leftover, 2**20, 100, 65534)
     assert mounts_below(sandbox.layout.work)
     sandbox.close()
     assert not mounts_below(sandbox.layout.work) and not leftover.exists()

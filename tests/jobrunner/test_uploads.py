@@ -380,12 +380,12 @@ def test_what_the_budget_accepts_fits_the_jobs_tmpfs_and_what_it_refuses_would_n
     for tree, room in (("fits", True), ("over", False)):
         work = tmp_path / f"work-{tree}"
         work.mkdir()
-        workdir.mount_tmpfs(work, limit, 1000)
+        workdir.mount_tmpfs(work, limit, 1000, 65534)
         try:
             if room:
-                workdir.fill(tmp_path / tree, work)
+                workdir.fill(tmp_path / tree, work, 65534)
             else:
                 with pytest.raises(workdir.InputsDoNotFit):  # ENOSPC, as the sandbox says it
-                    workdir.fill(tmp_path / tree, work)
+                    workdir.fill(tmp_path / tree, work, 65534)
         finally:
             workdir.unmount(work)

@@ -56,6 +56,11 @@ def main() -> None:
 )
 @click.option("--templates-dir", help="TOML templates that replace packaged ones by name.")
 @click.option(
+    "--jail-uid-base",
+    type=click.IntRange(1),
+    help="Running jobs are host uids from this one on, one per slot [2000000000].",
+)
+@click.option(
     "--unsafe-no-sandbox",
     is_flag=True,
     default=None,

@@ -27,6 +27,8 @@ class Settings(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     trusted_proxies: list[str] = []
     unsafe_no_sandbox: bool = False
     templates_dir: str | None = None  # TOML files here replace packaged templates of that name
+    # Running jobs are host uids jail_uid_base, jail_uid_base + 1, ... (one per job slot).
+    jail_uid_base: int = 2_000_000_000
     # Per client IP (the interface's limits).
     rate_concurrent: int = 2
     rate_per_hour: int = 20

@@ -16,10 +16,17 @@ for as long: capped, it can spend a whole sample throttled (its kernel time runs
 and is paid back), and lifting the cap at that one quiet sample let it loose again.
 
 A job whose memory grows or shrinks is busy in the kernel too (each new page is a fault the kernel
-serves, each freed one is returned), but it is not heavy: the filling ends at its memory limit,
-the freeing when its memory is gone (a memory bomb frees 512 MiB as it dies of its limit), and a
-cap would only make it hold its memory and its slot for longer. A memory bomb beside other jobs,
-capped, held its slot for 1.3 s instead of 0.6 s, and the jobs queued behind it waited that long.
+serves, each freed one is returned), but it is not heavy while it fills or frees: the filling ends
+at its memory limit, the freeing when its memory is gone (a memory bomb frees 512 MiB as it dies of
+its limit), and a cap would only make it hold its memory and its slot for longer. A memory bomb
+beside other jobs, capped, held its slot for 1.3 s instead of 0.6 s, and the jobs queued behind it
+waited that long. Only filling and freeing are exempt, though, not memory that merely moves: a
+job that maps, writes and unmaps the same memory over and over (64 processes churning 2 MiB each)
+is a syscall storm, which a "grew or shrank by 1 MiB in the sample" rule capped in only 12-22 % of
+the samples (the jobs beside it: run time p90 96 ms instead of 46 ms). So a sample fills when the
+job's memory rises `CHURN_BYTES` above the highest it ever had, and frees when it falls that much
+below the lowest it had since that high: both are bounded by the memory limit, once per high; a
+churning job sets neither after its first samples (now and then a new low lets it off for one).
 """
 
 import asyncio
@@ -27,14 +34,15 @@ import contextlib
 import itertools
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from jobrunner.sandbox.cgroups import JobCgroup
 
 DEMOTE_AFTER_CPU_SECONDS = 0.5
 DEMOTED_WEIGHT = 10  # on cgroup v2's scale, where 100 is the default
-HEAVY_SYSTEM_SHARE = 0.5  # system time over all CPU time in the last sample
-CHURN_BYTES = 2**20  # memory growth or shrinkage in one sample that makes kernel time the job's own
+HEAVY_SYSTEM_SHARE = 0.5  # system time over all CPU time, judged on at least...
+JUDGE_CPU_SECONDS = 0.03  # ...this much CPU time (several samples of a capped job)
+CHURN_BYTES = 2**20  # filling or freeing in one sample that makes kernel time the job's own
 HEAVY_CAP = 0.1  # cores
 CAP_LINGER_SECONDS = 1.0
 SAMPLE_SECONDS = 0.1
@@ -44,12 +52,52 @@ FIRST_SAMPLES = (0.02, 0.03, 0.05)
 
 
 @dataclass
+class _Memory:
+    """Whether a job's memory is filling or freeing, as opposed to going up and down."""
+
+    high: int = 0  # the most memory it had in any sample
+    low: int = 0  # the least it had since `high` was reached
+
+    def moving(self, used: int) -> bool:
+        """Record a sample; True if it filled or freed at least `CHURN_BYTES`."""
+        if used >= self.high + CHURN_BYTES:
+            self.high = self.low = used
+            return True
+        freed = used <= self.low - CHURN_BYTES
+        self.high, self.low = max(self.high, used), min(self.low, used)
+        return freed
+
+
+@dataclass
+class _Split:
+    """Whether a job spends most of its CPU time in the kernel, judged on at least
+    `JUDGE_CPU_SECONDS` of it: a capped job gets a hundredth of a second per sample, and v1 counts
+    CPU time in ticks of that size, so one sample's split says nothing (it flapped the cap off
+    and on in a third of the samples of a capped syscall storm)."""
+
+    user: float = 0.0  # the CPU times when the split was last judged
+    system: float = 0.0
+    in_kernel: bool = False  # the last judgment
+
+    def busy_in_kernel(self, user: float, system: float) -> bool:
+        # v1 sums the live processes, so a sample can go down when some of them end.
+        self.user, self.system = min(self.user, user), min(self.system, system)
+        spent_user, spent_system = user - self.user, system - self.system
+        if spent_user + spent_system >= JUDGE_CPU_SECONDS:
+            self.in_kernel = spent_system > HEAVY_SYSTEM_SHARE * (spent_user + spent_system)
+            self.user, self.system = user, system
+        return self.in_kernel
+
+
+@dataclass
 class _Running:
     cgroup: JobCgroup
     demoted: bool = False
     heavy: bool = False
     forked_at: float | None = None  # when it last ran into its process limit
     capped: bool = False
+    memory: _Memory = field(default_factory=_Memory)
+    split: _Split = field(default_factory=_Split)
 
 
 class CpuShare:
@@ -93,11 +141,8 @@ class CpuShare:
                 job.demoted = True
                 with contextlib.suppress(OSError):  # the same; or a write the kernel refused
                     await asyncio.to_thread(job.cgroup.set_cpu_weight, DEMOTED_WEIGHT)
-            # v1 sums the live processes, so a sample can go down when some of them end.
-            spent_user, spent_system = max(0.0, user - before[0]), max(0.0, system - before[1])
-            churning = abs(memory - before[3]) >= CHURN_BYTES
-            busy_in_kernel = spent_system > HEAVY_SYSTEM_SHARE * (spent_user + spent_system)
-            busy_in_kernel = busy_in_kernel and not churning
+            filling_or_freeing = job.memory.moving(memory)
+            busy_in_kernel = job.split.busy_in_kernel(user, system) and not filling_or_freeing
             if failures > before[2]:
                 job.forked_at = self.clock()
             forking = (

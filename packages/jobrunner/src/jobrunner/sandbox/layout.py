@@ -1,13 +1,14 @@
 """Where one server instance keeps what its jails must reach, apart from its state dir.
 
-nsjail's bind mounts are made by the jailed user (uid 65534 on the host), so every directory above a
-bind source must be searchable by that user, and `/proc/self/mountinfo` in the jail shows each bind
-source's path on its host filesystem. The state dir is the operator's choice (`/root/...`, a
-`mktemp -d`) and may sit below a 0700 parent; its path is nobody's business inside a job. So the
-environments and the per-job work-dir mount points live below `JAIL_ROOT/<instance>`, a tree
-jobrunner creates with modes the jail user can traverse (0711: searchable, not listable), whose
-path names nothing of the host. The instance id is derived from the state dir's real path, so a
-restart of the same server finds (and reaps) what it left, and never touches another instance's.
+nsjail's bind mounts are made by the jailed user (the job's uid on the host, see ids.py), so every
+directory above a bind source must be searchable by that user, and `/proc/self/mountinfo` in the
+jail shows each bind source's path on its host filesystem. The state dir is the operator's choice
+(`/root/...`, a `mktemp -d`) and may sit below a 0700 parent; its path is nobody's business inside
+a job. So the environments, the per-job work-dir mount points and /proc files live below
+`JAIL_ROOT/<instance>`, a tree jobrunner creates with modes the jail user can traverse (0711:
+searchable, not listable), whose path names nothing of the host. The instance id is derived from
+the state dir's real path, so a restart of the same server finds (and reaps) what it left, and
+never touches another instance's.
 """
 
 import hashlib
@@ -41,8 +42,18 @@ class Layout:
         """Holds one tmpfs mount point per running job."""
         return self.root / "work"
 
+    @property
+    def proc(self) -> Path:
+        """Holds one directory per running job: the files that cover the host's /proc files."""
+        return self.root / "proc"
+
+    @property
+    def ids(self) -> Path:
+        """The host-wide locks of the job uids (one file per id), shared by every instance."""
+        return self.root.parent / "ids"
+
     def prepare(self) -> None:
-        for directory in (self.root.parent, self.root, self.work):
+        for directory in (self.root.parent, self.root, self.work, self.proc):
             directory.mkdir(mode=0o711, exist_ok=True)
             os.chown(directory, 0, 0)
             directory.chmod(0o711)  # the jail user may pass through, nobody may list

@@ -19,15 +19,15 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-JOB_UID = JOB_GID = 65534
 _MS_NOSUID, _MS_NODEV = 2, 4
 _MNT_DETACH = 2
 _libc = ctypes.CDLL(None, use_errno=True)
 CHUNK = 1 << 20
 
 
-def mount_tmpfs(path: Path, size_bytes: int, inodes: int) -> None:
-    options = f"size={size_bytes},nr_inodes={inodes},mode=0755,uid={JOB_UID},gid={JOB_GID}"
+def mount_tmpfs(path: Path, size_bytes: int, inodes: int, owner: int) -> None:
+    """A tmpfs at `path` whose root belongs to `owner` (the job's host uid and gid)."""
+    options = f"size={size_bytes},nr_inodes={inodes},mode=0755,uid={owner},gid={owner}"
     if (
         _libc.mount(b"tmpfs", os.fsencode(path), b"tmpfs", _MS_NOSUID | _MS_NODEV, options.encode())
         != 0
@@ -86,20 +86,21 @@ class InputsDoNotFit(Exception):
     """The work dir ran out of room (bytes or inodes) while the inputs were copied in."""
 
 
-def fill(inputs: Path, work: Path) -> None:
-    """Copy the inputs in and hand them to the job's user (the inputs stay ours, unchanged).
+def fill(inputs: Path, work: Path, owner: int) -> None:
+    """Copy the inputs in and hand them to the job's host uid and gid `owner` (the inputs stay
+    ours, unchanged).
 
     Directories and regular files only (an upload holds nothing else), never following a link;
     modes and times are kept. Iterative: a tree is as deep as an upload's names allow."""
     try:
-        _copy_tree(inputs, work)
+        _copy_tree(inputs, work, owner)
     except OSError as error:
         if error.errno in (errno.ENOSPC, errno.EDQUOT):
             raise InputsDoNotFit from None
         raise
 
 
-def _copy_tree(source: Path, target: Path) -> None:
+def _copy_tree(source: Path, target: Path, owner: int) -> None:
     directories = [(source, target)]
     pending = [(source, target)]
     while pending:
@@ -116,7 +117,7 @@ def _copy_tree(source: Path, target: Path) -> None:
                     shutil.copystat(here, there, follow_symlinks=False)
                 else:
                     continue
-                os.lchown(there, JOB_UID, JOB_GID)
+                os.lchown(there, owner, owner)
     # Last, children first: writing into a directory changes its times.
     for here, there in reversed(directories):
         shutil.copystat(here, there, follow_symlinks=False)

@@ -1,0 +1,97 @@
+"""What a job reads instead of the host's system-wide /proc files (in the manner of LXCFS).
+
+The jail's /proc is a real procfs of the jail's PID namespace, but many of its files describe the
+whole host: its load, CPU and disk counters, interrupts, memory, pressure, its boot id. Those tell
+one tenant what the others are doing (and a side channel needs nothing more), so each is covered
+by a read-only bind of a file written here per job: what is true of the job where it can be
+(MemTotal is the job's memory limit, the CPUs are those it may run on, the boot id is its own
+random one), zeros or nothing where the job has nothing of its own (no load average, no disks,
+no swap). The files are static: MemFree does not follow the job's use.
+
+Kept as they are, because hiding them would gain nothing or break programs:
+- /proc/uptime and the `btime` line of /proc/stat: the host's boot time is also
+  `clock_gettime(CLOCK_BOOTTIME)` and the start time in every /proc/<pid>/stat, and `ps` combines
+  them;
+- /proc/cpuinfo (the CPU model: the `cpuid` instruction says as much) and /proc/version (uname);
+- /proc/sys: the kernel's settings, read-only (the boot id below is covered);
+- sysinfo(2): no namespace covers it, and seccomp could only make it fail, which would break
+  glibc's getloadavg() (Python's os.getloadavg) and sysconf(_SC_PHYS_PAGES), both answered from it.
+  So the host's load averages, total and free RAM, uptime and process count stay readable there
+  (Docker's default profile allows it too).
+"""
+
+import os
+import uuid
+from pathlib import Path
+
+# The host files covered, each by the file of that name (a directory for /proc/pressure).
+EMPTY = ("diskstats", "partitions", "interrupts", "softirqs", "vmstat", "zoneinfo", "buddyinfo")
+PRESSURE = ("cpu", "io", "memory")
+BOOT_ID = "/proc/sys/kernel/random/boot_id"
+
+
+def meminfo(memory_bytes: int) -> str:
+    """The job's memory limit as the machine's memory, all of it free, no swap."""
+    total = memory_bytes // 1024
+    fields = {
+        "MemTotal": total,
+        "MemFree": total,
+        "MemAvailable": total,
+        **dict.fromkeys(("Buffers", "Cached", "SwapCached", "Active", "Inactive"), 0),
+        **dict.fromkeys(("SwapTotal", "SwapFree", "Dirty", "Writeback", "AnonPages"), 0),
+        **dict.fromkeys(("Mapped", "Shmem", "Slab", "SReclaimable", "SUnreclaim"), 0),
+        "CommitLimit": total,
+        "Committed_AS": 0,
+    }
+    lines = [f"{name + ':':<16}{value:>8} kB" for name, value in fields.items()]
+    lines += ["HugePages_Total:       0", "HugePages_Free:        0", "Hugepagesize:       2048 kB"]
+    return "\n".join(lines) + "\n"
+
+
+def stat(cpus: int, boot_time: int) -> str:
+    """Zero counters for each CPU the job may run on (glibc counts the `cpuN` lines when /sys is
+    missing, as it is in the jail: `os.cpu_count()` and `multiprocessing` read them)."""
+    zeros = " ".join(["0"] * 10)
+    lines = [f"cpu  {zeros}", *(f"cpu{n} {zeros}" for n in range(cpus))]
+    lines += ["intr 0", "ctxt 0", f"btime {boot_time}", "processes 0"]
+    lines += ["procs_running 1", "procs_blocked 0", "softirq 0"]
+    return "\n".join(lines) + "\n"
+
+
+def _host_boot_time() -> int:
+    with open("/proc/stat") as handle:
+        for line in handle:
+            if line.startswith("btime "):
+                return int(line.split()[1])
+    return 0
+
+
+def write(directory: Path, memory_bytes: int) -> list[tuple[Path, str]]:
+    """Write the job's files into `directory` (new, readable by the jail's user) and return the
+    read-only binds (host file, path in the jail) that cover the host's, for those the host has."""
+    directory.mkdir(mode=0o711)
+    cpus = len(os.sched_getaffinity(0))
+    files = {
+        "meminfo": meminfo(memory_bytes),
+        "stat": stat(cpus, _host_boot_time()),
+        "loadavg": "0.00 0.00 0.00 1/1 1\n",
+        "swaps": "Filename\t\t\t\tType\t\tSize\t\tUsed\t\tPriority\n",
+        "boot_id": f"{uuid.uuid4()}\n",
+        **dict.fromkeys(EMPTY, ""),
+    }
+    pressure = "".join(
+        f"{kind} avg10=0.00 avg60=0.00 avg300=0.00 total=0\n" for kind in ("some", "full")
+    )
+    (directory / "pressure").mkdir(mode=0o755)  # listable, as the host's is
+    for name in PRESSURE:
+        _write(directory / "pressure" / name, pressure)
+    for name, content in files.items():
+        _write(directory / name, content)
+    binds = [(directory / name, f"/proc/{name}") for name in files if name != "boot_id"]
+    binds += [(directory / "pressure", "/proc/pressure"), (directory / "boot_id", BOOT_ID)]
+    return [(source, target) for source, target in binds if os.path.exists(target)]
+
+
+def _write(path: Path, content: str) -> None:
+    path.write_text(content)
+    path.chmod(0o444)
