@@ -61,9 +61,9 @@ def _limited(receive: Receive, limit: int, limit_mb: int) -> Receive:
 
 @contextlib.asynccontextmanager
 async def _read_form(request: Request, deadline: float, timeout: float) -> AsyncIterator[FormData]:
-    """The submit form, read by `deadline` (`timeout` after the request came), with at most
-    `uploads.MAX_FILE_PARTS` file parts (plus the manifest, which curl's `-F manifest=@file`
-    sends as a file): parsing stops at the first part beyond them."""
+    """The submit form, read by `deadline` (`timeout` after the request came). Parsing stops at
+    the first file part beyond `uploads.MAX_FILE_PARTS` + 1 (the manifest may be a file part:
+    curl's `-F manifest=@file`); `uploads.unpack` refuses a `files` list over the cap itself."""
     try:
         async with asyncio.timeout(deadline - time.monotonic()):
             form = await request.form(
