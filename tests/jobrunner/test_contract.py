@@ -9,6 +9,7 @@ import os
 import socket
 import tarfile
 import threading
+import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
@@ -571,3 +572,162 @@ def test_service_raises_domain_errors(tmp_path):
             await served.service.submit("10.0.0.1", "{}", [])
 
     run(scenario, tmp_path)
+
+
+# --- 8. uploads in parts: one budget per upload, a cap on parts, the deadline covers unpacking ---
+
+
+def multipart(fields: list[tuple[str, str | None, bytes]]) -> bytes:
+    """A multipart/form-data body with boundary B: (name, file name or None, content) each."""
+    body = b""
+    for name, filename, content in fields:
+        disposition = f'form-data; name="{name}"' + (f'; filename="{filename}"' if filename else "")
+        body += f"--B\r\nContent-Disposition: {disposition}\r\n\r\n".encode() + content + b"\r\n"
+    return body
+
+
+def test_a_tarball_and_plain_files_up_to_the_cap_are_one_job(tmp_path):
+    async def scenario(served: Served) -> None:
+        plain = [("files", (f"data{n}.txt", b"%d" % n)) for n in range(uploads.MAX_FILE_PARTS - 1)]
+        async with httpx.AsyncClient(timeout=20) as client:
+            answer = await client.post(
+                f"{served.url}/submit",
+                files=[("files", ("job.tar.gz", tarball({"main.json": steps()}))), *plain],
+                data={"manifest": json.dumps({"entrypoint": "main.json", "interpreter": "python"})},
+            )
+            assert answer.status_code == 200, answer.text
+            job = served.service.jobs[answer.json()["job_id"]]
+            assert sorted(f.path for f in job.inputs) == sorted(
+                ["main.json", *(name for _, (name, _) in plain)]
+            )
+
+    run(scenario, tmp_path)
+
+
+def test_more_file_parts_than_the_cap_are_a_400_naming_it(tmp_path):
+    cap = uploads.MAX_FILE_PARTS
+    details = f"too many file parts: at most {cap} per upload (send more files in one tarball)"
+    manifest = (
+        "manifest",
+        None,
+        json.dumps({"entrypoint": "f0", "interpreter": "python"}).encode(),
+    )
+
+    async def scenario(served: Served) -> None:
+        # One part over: all of them read (a manifest may come as a file part), then refused.
+        over = multipart([manifest, *(("files", f"f{n}", b"1") for n in range(cap + 1))])
+        _, response = await raw_request(
+            served, upload_head(served, len(over) + 6), over + b"--B--\r\n"
+        )
+        assert response.startswith(b"HTTP/1.1 400 ")
+        assert json.loads(response.partition(b"\r\n\r\n")[2]) == {
+            "error": "Invalid manifest",
+            "details": details,
+        }
+        # Far more parts, announced in a 10 MiB body: refused at the first part past the cap,
+        # without waiting for the rest of the body.
+        many = multipart([manifest, *(("files", f"f{n}", b"1") for n in range(cap + 2))])
+        _, response = await raw_request(served, upload_head(served, 10 * 2**20), many)
+        assert response.startswith(b"HTTP/1.1 400 ")
+        assert json.loads(response.partition(b"\r\n\r\n")[2])["details"] == details
+        assert os.listdir(served.service.jobs_dir) == []
+        assert served.service.limiter.verdict("127.0.0.1").active == 0
+
+    run(scenario, tmp_path)
+
+
+def test_extended_headers_are_bounded_per_upload_not_per_part(tmp_path):
+    # With 10 entries allowed, an upload's extended headers may cost 10 x 2 KiB + 64 KiB: one
+    # global header of 1,000 records (costing 64,512) fits, two do not, in one part or in two.
+    comment = hostiletar.pax_globals(headers=1, records=1000)
+
+    async def scenario(served: Served) -> None:
+        async with httpx.AsyncClient(timeout=20) as client:
+            for archives in (1, 2):
+                answer = await client.post(
+                    f"{served.url}/submit",
+                    files=[
+                        ("files", ("main.py", hostiletar.MAIN)),
+                        *(("files", (f"c{n}.tar.gz", comment)) for n in range(archives)),
+                    ],
+                    data={"manifest": json.dumps({"entrypoint": "main.py"})},
+                )
+                if archives == 1:
+                    assert answer.status_code == 200, answer.text
+                    continue
+                assert answer.status_code == 400
+                assert answer.json() == {
+                    "error": "Invalid manifest",
+                    "details": "g: extended headers exceed 86016 bytes in total",
+                }
+
+    run(scenario, tmp_path, max_entries=10)
+
+
+def test_unpacking_past_the_upload_timeout_is_a_408_and_leaves_nothing(tmp_path, monkeypatch):
+    # The body arrives at once; its unpacking starts only when the upload's time is up (as a
+    # CPU-heavy archive would still be running then): it must stop there, not run on.
+    timeout = 1.0
+    unpacking, finished = threading.Event(), threading.Event()
+    extract = uploads.extract_tarball
+
+    def extract_after_the_deadline(raw, dest, budget) -> None:
+        unpacking.set()
+        begun = time.monotonic()  # after the request came, so the deadline is before this + timeout
+        try:
+            while time.monotonic() <= begun + timeout:
+                time.sleep(0.01)
+            extract(raw, dest, budget)
+        finally:
+            finished.set()
+
+    monkeypatch.setattr(uploads, "extract_tarball", extract_after_the_deadline)
+
+    async def scenario(served: Served) -> None:
+        async with httpx.AsyncClient(timeout=20) as client:
+            response = await submit(client, served, steps())
+            assert unpacking.is_set() and finished.is_set()
+            assert response.status_code == 408, response.text
+            assert response.json() == {
+                "error": "Request timeout",
+                "details": "the upload was not received and unpacked within 1 s",
+            }
+            assert os.listdir(served.service.jobs_dir) == []
+            assert served.service.limiter.verdict("127.0.0.1").active == 0
+
+    run(scenario, tmp_path, upload_timeout=timeout)
+
+
+def test_a_cancelled_submit_waits_for_its_unpacking_thread(tmp_path, monkeypatch):
+    # The client's slot bounds its unpacking threads, and the job dir is removed on the way
+    # out: neither may happen while the thread still writes there.
+    started, release, ended = threading.Event(), threading.Event(), threading.Event()
+    extract = uploads.extract_tarball
+
+    def held_extract(raw, dest, budget) -> None:
+        started.set()
+        try:
+            release.wait(20)
+            extract(raw, dest, budget)
+        finally:
+            ended.set()
+
+    monkeypatch.setattr(uploads, "extract_tarball", held_extract)
+
+    async def scenario(served: Served) -> None:
+        part = uploads.UploadPart("job.tar.gz", io.BytesIO(tarball({"main.json": steps()})))
+        manifest = json.dumps({"entrypoint": "main.json", "interpreter": "python"})
+        task = asyncio.create_task(served.service.submit("10.0.0.1", manifest, [part]))
+        assert await asyncio.to_thread(started.wait, 20)
+        task.cancel()
+        asyncio.get_running_loop().call_later(0.2, release.set)
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        assert ended.is_set()  # the thread had ended before the slot came back
+        assert served.service.limiter.verdict("10.0.0.1").active == 0
+        assert os.listdir(served.service.jobs_dir) == []
+
+    try:
+        run(scenario, tmp_path)
+    finally:
+        release.set()

@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from jobrunner import tarstream
-from jobrunner.tarstream import Corrupt, NotATar, Refused, TarReader, TooLarge
+from jobrunner.tarstream import Corrupt, HeaderBudget, NotATar, Refused, TarReader, TooLarge
 from jobrunner.uploads import Budget, extract_tarball
 from support import require
 from support.hostiletar import BLOCK, GNU, end, entry, header, padded, record
@@ -157,7 +157,7 @@ def read(raw: bytes, **bounds: int) -> list[tuple[str, bool, int, bytes]]:
     reader = TarReader(
         io.BytesIO(raw),
         max_extended=bounds.get("max_extended", 64 * 1024),
-        max_extended_total=bounds.get("max_extended_total", 1 << 20),
+        headers=HeaderBudget(bounds.get("max_extended_total", 1 << 20)),
     )
     return [(m.name, m.is_dir, m.mode, reader.read(1 << 30)) for m in reader.members()]
 
@@ -373,7 +373,7 @@ def test_unread_content_is_skipped():
     reader = TarReader(
         io.BytesIO(entry(b"a", b"x" * 3000) + entry(b"b", b"y") + end()),
         max_extended=1024,
-        max_extended_total=1024,
+        headers=HeaderBudget(1024),
     )
     seen = []
     for member in reader.members():

@@ -3,10 +3,12 @@ outside the job (checked as properties and through the real server)."""
 
 import gzip
 import io
+import json
 import os
 import subprocess
 import sys
 import tarfile
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import httpx
@@ -15,9 +17,21 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from jobrunner.sandbox import workdir
-from jobrunner.uploads import PAGE, Budget, UploadError, extract_tarball, safe_name
+from jobrunner.uploads import (
+    HEADER_ALLOWANCE,
+    MAX_EXTENDED_HEADER,
+    PAGE,
+    Budget,
+    UploadError,
+    UploadPart,
+    extract_tarball,
+    safe_name,
+    unpack,
+)
 from support import hostiletar, require
+from support.hostiletar import BLOCK
 from support.jobclient import submit, tarball
+from support.servers import wait_until
 
 segment = st.text(
     st.characters(codec="utf-8", exclude_characters="/\x00"), min_size=1, max_size=12
@@ -389,3 +403,163 @@ def test_what_the_budget_accepts_fits_the_jobs_tmpfs_and_what_it_refuses_would_n
                     workdir.fill(tmp_path / tree, work, 65534)
         finally:
             workdir.unmount(work)
+
+
+# --- uploads in parts: every budget is the upload's, whatever the number of parts ---------------
+
+segments = st.text(alphabet="abc", min_size=1, max_size=2)
+
+
+@st.composite
+def uploads_in_parts(draw):
+    """Files (short names, small sizes), each maybe after a pax global header of `5 a=\\n`
+    records, cut into consecutive parts; one-file parts of a bare name may go as plain files."""
+    chosen = draw(
+        st.dictionaries(
+            st.lists(segments, min_size=1, max_size=3).map("/".join),
+            st.integers(0, 2 * PAGE + 1),
+            min_size=1,
+            max_size=8,
+        )
+    )
+    files = {p: n for p, n in chosen.items() if not any(o.startswith(p + "/") for o in chosen)}
+    comments = [draw(st.none() | st.integers(0, 1100)) for _ in files]
+    cuts = sorted(draw(st.sets(st.integers(1, len(files) - 1))) if len(files) > 1 else [])
+    limits = (draw(st.integers(1, 12)), draw(st.integers(1, 12)) * PAGE)
+    return list(zip(files.items(), comments, strict=True)), cuts, draw(st.booleans()), limits
+
+
+def members(chunk) -> list[bytes]:
+    blocks = []
+    for (path, size), records in chunk:
+        if records is not None:
+            blocks.append(hostiletar.entry(b"g", b"5 a=\n" * records, b"g"))
+        blocks.append(hostiletar.entry(path.encode(), b"x" * size))
+    return blocks
+
+
+def as_part(n: int, chunk, plain: bool) -> UploadPart:
+    (path, size), records = chunk[0]
+    if plain and len(chunk) == 1 and "/" not in path and records is None:
+        return UploadPart(path, io.BytesIO(b"x" * size))
+    archive = hostiletar.gz(*members(chunk), hostiletar.end())
+    return UploadPart(f"p{n}.tar.gz", io.BytesIO(archive))
+
+
+def verdict(parts: list[UploadPart], dest: Path, limits: tuple[int, int]) -> str:
+    entries, storage = limits
+    try:
+        unpack(parts, dest, Budget(storage, entries))
+    except UploadError as error:
+        return str(error)
+    return "accepted"
+
+
+@settings(
+    max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(uploads_in_parts())
+def test_a_split_upload_is_accepted_iff_its_totals_fit_as_one_archive_would_be(
+    tmp_path_factory, upload
+):
+    listed, cuts, plain, limits = upload
+    whole = [
+        UploadPart("all.tar.gz", io.BytesIO(hostiletar.gz(*members(listed), hostiletar.end())))
+    ]
+    bounds = zip([0, *cuts], [*cuts, len(listed)], strict=True)
+    parts = [as_part(n, listed[start:stop], plain) for n, (start, stop) in enumerate(bounds)]
+    split = verdict(parts, tmp_path_factory.mktemp("split"), limits)
+    assert split == verdict(whole, tmp_path_factory.mktemp("whole"), limits)
+    # The totals: entries (files and the directories they imply), pages, extended headers.
+    files = [path for (path, _), _ in listed]
+    directories = {path.rsplit("/", n)[0] for path in files for n in range(1, path.count("/") + 1)}
+    pages = sum(-(-size // PAGE) * PAGE for (_, size), _ in listed)
+    headers = sum(BLOCK + 64 * records for _, records in listed if records is not None)
+    entries, storage = limits
+    fits = (
+        len(files) + len(directories) <= entries
+        and pages <= storage
+        and headers <= entries * HEADER_ALLOWANCE + MAX_EXTENDED_HEADER
+    )
+    assert (split == "accepted") == fits, split
+
+
+# --- the parts attack of issue 22, on a real server: its CPU, measured from /proc ---------------
+
+
+def cpu_seconds(pid: int) -> float:
+    """The process's own user and system CPU time (not its children's: the jobs')."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def from_ip(address: str, timeout: float) -> httpx.Client:
+    """A client whose connections come from `address` (any of 127.0.0.0/8 reaches 127.0.0.1)."""
+    return httpx.Client(transport=httpx.HTTPTransport(local_address=address), timeout=timeout)
+
+
+def post_parts(client: httpx.Client, url: str, files) -> httpx.Response:
+    manifest = json.dumps({"entrypoint": "main.py"})
+    return client.post(f"{url}/submit", files=files, data={"manifest": manifest})
+
+
+@pytest.mark.parametrize(
+    ("parts", "details"),
+    [
+        (400, "too many file parts: at most 32 per upload"),
+        (31, "g: extended headers exceed 20545536 bytes in total"),
+    ],
+)
+def test_many_parts_of_pax_headers_are_refused_in_little_cpu_while_health_answers(
+    server, parts, details
+):
+    # Per-part bounds let 400 parts of 23 pax global headers each (1.2 MB) cost 110 s of the
+    # server's CPU, and 31 parts 8 s; one budget per upload refuses them in a fraction of one.
+    files = hostiletar.many_parts(parts)
+    before = cpu_seconds(server.proc.pid)
+    with (
+        ThreadPoolExecutor(1) as pool,
+        from_ip("127.0.0.1", 60) as client,
+        from_ip("127.0.0.2", 30) as other,
+    ):
+        upload = pool.submit(post_parts, client, server.url, files)
+        answered = 0
+        while not upload.done() or not answered:
+            assert other.get(f"{server.url}/health").json()["status"] == "healthy"
+            answered += 1
+        response = upload.result()
+    assert response.status_code == 400, response.text
+    assert details in response.json()["details"]
+    assert cpu_seconds(server.proc.pid) - before < 5  # the old code: 110 s and 8 s
+
+
+def test_parts_uploads_from_three_ips_leave_another_ips_submit_alone(start_server):
+    # The review's run: twelve multi-part uploads from 3 IPs at once (4 each: a limit an
+    # operator may set, or 3 clients with 2 addresses each) filled the thread pool (2 cores:
+    # 2 + 8 threads), and a fourth IP's one-file submit waited behind them (88.6 s).
+    server = start_server("--rate-concurrent", "4")
+    files = hostiletar.many_parts(31)
+
+    def upload(address: str) -> int:
+        with from_ip(address, 300) as client:
+            return post_parts(client, server.url, files).status_code
+
+    before = cpu_seconds(server.proc.pid)
+    with ThreadPoolExecutor(12) as pool:
+        hostile = [pool.submit(upload, f"127.0.0.{n}") for n in (2, 3, 4) for _ in range(4)]
+        # The victim comes while they are being unpacked: once they have cost the server a
+        # CPU-second (the old code's took 8 s each), or have all been answered.
+        assert wait_until(
+            lambda: cpu_seconds(server.proc.pid) - before >= 1 or all(h.done() for h in hostile),
+            120,
+        )
+        with from_ip("127.0.0.5", 30) as victim:  # the old code: 30 s were not enough
+            response = victim.post(
+                f"{server.url}/submit",
+                files={"files": ("main.py", b"print(1)\n")},
+                data={"manifest": json.dumps({"entrypoint": "main.py"})},
+            )
+        statuses = [done.result() for done in hostile]
+    assert response.status_code == 200, response.text
+    assert cpu_seconds(server.proc.pid) - before < 15  # about 4 s; the old code took 100
+    assert statuses == [400] * 12

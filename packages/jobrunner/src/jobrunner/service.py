@@ -13,11 +13,11 @@ import os
 import shutil
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO, Protocol
+from typing import Protocol, TypeVar
 
 from jobrunner import __version__, errors, manifest, signing, uploads
 from jobrunner.config import Settings
@@ -42,9 +42,9 @@ from jobrunner.wire import (
 )
 
 log = logging.getLogger("jobrunner")
-TARBALL_SUFFIXES = (".tar.gz", ".tgz")
 # Threads besides one per job slot: uploads, hashing, deletion and environment builds.
 SPARE_THREADS = 8
+T = TypeVar("T")
 _UNNAMED_ROOM = 256  # kept in the log for the line counting the outputs it could not name
 # How much of a name a log line shows: its start and its end, so that the reason after it fits
 # in a note (`jobs.NOTE_MAX`). Escaped whole, a name can be 16 KiB (4 per byte of a 4 KiB path),
@@ -82,10 +82,22 @@ def printable(path: str) -> str:
     return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
 
 
-@dataclass
-class UploadPart:
-    filename: str | None
-    file: BinaryIO
+async def _till_done(work: Awaitable[T], stop: Callable[[], None]) -> T:
+    """Await `work` (a thread's); if the caller is cancelled meanwhile, `stop` it and wait until
+    it has ended before the cancellation goes on. The caller then removes what the thread wrote
+    and gives its client's slot back, neither of which may happen while the thread still runs:
+    the slot is what bounds each client's unpacking threads."""
+    task = asyncio.ensure_future(work)
+    try:
+        return await asyncio.shield(task)
+    except asyncio.CancelledError:
+        stop()
+        while not task.done():
+            with contextlib.suppress(asyncio.CancelledError):
+                await asyncio.wait({task})
+        if not task.cancelled():
+            task.exception()  # retrieved: the cancellation is what goes on
+        raise
 
 
 @dataclass(frozen=True)
@@ -198,10 +210,15 @@ class JobService:
         self,
         client_ip: str,
         manifest_text: str,
-        parts: list[UploadPart],
+        parts: list[uploads.UploadPart],
         reservation: Reservation | None = None,
+        deadline: float | None = None,
     ) -> SubmitResult:
-        """Validate, unpack and enqueue a job (admitting it first unless `reservation` is given)."""
+        """Validate, unpack and enqueue a job (admitting it first unless `reservation` is given).
+
+        The upload must be unpacked by `deadline` (`time.monotonic()`; by default `upload_timeout`
+        from now): the front end passes the one it gave the reading of the body, so reading and
+        unpacking together take at most `upload_timeout`."""
         if reservation is None:
             reservation = self.admit(client_ip)
         elif not self.accepting:
@@ -209,7 +226,9 @@ class JobService:
             raise errors.shutting_down()
         job_dir = self.jobs_dir / new_job_id()
         try:
-            job = await self._accept(client_ip, manifest_text, parts, job_dir)
+            if deadline is None:
+                deadline = time.monotonic() + self.settings.upload_timeout
+            job = await self._accept(client_ip, manifest_text, parts, job_dir, deadline)
         except BaseException:
             self.limiter.cancel(reservation)
             await asyncio.to_thread(shutil.rmtree, job_dir, True)
@@ -221,7 +240,12 @@ class JobService:
         return SubmitResult(job.id, "queued", len(self.queue), job.job_hash)
 
     async def _accept(
-        self, client_ip: str, manifest_text: str, parts: list[UploadPart], job_dir: Path
+        self,
+        client_ip: str,
+        manifest_text: str,
+        parts: list[uploads.UploadPart],
+        job_dir: Path,
+        deadline: float,
     ) -> Job:
         s = self.settings
         try:
@@ -236,11 +260,15 @@ class JobService:
             raise errors.invalid_manifest(str(error)) from None
         if not parts:
             raise errors.invalid_files("no files were uploaded (form field `files`)")
-        budget = uploads.Budget(s.storage_mb * 1_000_000, s.max_entries)
+        budget = uploads.Budget(s.storage_mb * 1_000_000, s.max_entries, deadline)
         try:
-            await asyncio.to_thread(self._unpack, parts, job_dir, budget)
+            await _till_done(asyncio.to_thread(self._unpack, parts, job_dir, budget), budget.stop)
         except uploads.UploadError as error:
             raise errors.invalid_files(str(error)) from None
+        except uploads.Expired:
+            raise errors.UploadTimeout(
+                f"the upload was not received and unpacked within {s.upload_timeout:g} s"
+            ) from None
         inputs = {item.path: item.sha256 for item in budget.files}
         if parsed.entrypoint not in inputs:
             raise errors.invalid_manifest(
@@ -257,18 +285,11 @@ class JobService:
         )
 
     @staticmethod
-    def _unpack(parts: list[UploadPart], job_dir: Path, budget: uploads.Budget) -> None:
+    def _unpack(parts: list[uploads.UploadPart], job_dir: Path, budget: uploads.Budget) -> None:
         job_dir.mkdir(mode=0o711)
         inputs = job_dir / "inputs"
         inputs.mkdir(mode=0o755)
-        for part in parts:
-            part.file.seek(0)
-            name = part.filename or ""
-            if name.endswith(TARBALL_SUFFIXES) or (not name and uploads.is_gzip(part.file.read(2))):
-                part.file.seek(0)
-                uploads.extract_tarball(part.file, inputs, budget)
-            else:
-                uploads.save_plain_file(name, part.file, inputs, budget)
+        uploads.unpack(parts, inputs, budget)
 
     # --- running ---------------------------------------------------------------------------------
 

@@ -9,7 +9,9 @@ and GNU long names (`L`). Regular files and directories come out as members; eve
 is refused, naming it, before any of its data is read.
 
 Memory: one extended header (at most `max_extended` bytes) and what the caller asks `read` for.
-Time: every byte is looked at a bounded number of times; records are parsed left to right.
+Time: every byte is looked at a bounded number of times; records are parsed left to right. All
+extended headers together are charged to a `HeaderBudget`, which several archives may share (the
+parts of one upload), so the bound on their bytes and parsing work holds for all of them at once.
 """
 
 import struct
@@ -44,7 +46,7 @@ _SIGNED = struct.Struct("148b8x356b")  # the historic sum of signed chars (old S
 _OCTAL = b"01234567"
 _MAX_LENGTH_DIGITS = 12  # a record's length cannot need more digits than its header's size
 _MAX_SIZE_DIGITS = 30
-# Each pax record counts at least this many bytes against `max_extended_total`, so that bound
+# Each pax record counts at least this many bytes against the `HeaderBudget`, so that bound
 # also bounds the parsing work: 5-byte records cost 13 times the parsing per byte of 64-byte ones.
 _RECORD_COST = 64
 
@@ -76,6 +78,20 @@ class Refused(TarError):
 
 class TooLarge(TarError):
     """An extended header, or all of them together, beyond their bound."""
+
+
+class HeaderBudget:
+    """What extended headers may still cost, in bytes: each header block 512, each pax record at
+    least `_RECORD_COST`. One budget can be shared by several archives read one after another."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.used = 0
+
+    def charge(self, cost: int, name: str) -> None:
+        self.used += max(cost, 0)
+        if self.used > self.limit:
+            raise TooLarge(f"extended headers exceed {self.limit} bytes in total", name)
 
 
 @dataclass(frozen=True)
@@ -122,11 +138,10 @@ class _Pending:
 class TarReader:
     """`members()` yields each member; while it is current, `read` gives its content."""
 
-    def __init__(self, source: Source, *, max_extended: int, max_extended_total: int) -> None:
+    def __init__(self, source: Source, *, max_extended: int, headers: HeaderBudget) -> None:
         self._source = source
         self._max_extended = max_extended
-        self._max_extended_total = max_extended_total
-        self._extended_total = 0
+        self._headers = headers
         self._left = 0  # content of the current member not read yet
         self._padding = 0
         self._current = ""
@@ -185,7 +200,7 @@ class TarReader:
     def _records(self, header: _Header) -> _Records:
         data = self._extended(header)
         records = _parse_pax(data, header.name)
-        self._charge(_RECORD_COST * records.count - len(data), header.name)
+        self._headers.charge(_RECORD_COST * records.count - len(data), header.name)
         return records
 
     def _long_name(self, header: _Header, pending: _Pending) -> None:
@@ -202,20 +217,12 @@ class TarReader:
                 f"{self._max_extended // 1024} KiB",
                 header.name,
             )
-        self._charge(BLOCK + header.size, header.name)
+        self._headers.charge(BLOCK + header.size, header.name)
         data = self._read_exactly(header.size)
         if len(data) < header.size:
             raise Corrupt("unexpected end of data", header.name)
         self._read_exactly(-header.size % BLOCK)
         return data
-
-    def _charge(self, cost: int, name: str) -> None:
-        self._extended_total += max(cost, 0)
-        if self._extended_total > self._max_extended_total:
-            raise TooLarge(
-                f"the archive's extended headers exceed {self._max_extended_total} bytes in total",
-                name,
-            )
 
     # --- the stream ------------------------------------------------------------------------------
 

@@ -3,19 +3,21 @@
 Only regular files and directories are accepted. Symlinks, hard links, devices, fifos, absolute
 names and `..` are refused with the entry's name; so are duplicates and names that would turn a file
 into a directory. The tar stream is read by `tarstream`, never by the standard library's tarfile.
-Size and entry budgets are enforced while the stream is decompressed, so a gzip bomb stops after at
-most the storage limit plus a little header overhead has been inflated. Files are charged what they
-will occupy on the job's tmpfs: whole pages.
-Files are created with O_EXCL|O_NOFOLLOW inside a directory we just made, so no entry can write
-anywhere else.
+An upload is a few form parts (tarballs and plain files), and every budget is the upload's, shared
+by all its parts: entries, bytes on the job's tmpfs (whole pages), extended-header bytes (and so
+their parsing work), inflated bytes (a gzip bomb stops after at most the storage limit plus a
+little header overhead has been inflated) and time (the deadline is checked as the parts are
+read). Files are created with O_EXCL|O_NOFOLLOW inside a directory we just made, so no entry can
+write anywhere else.
 """
 
 import gzip
 import hashlib
 import io
 import os
+import time
 import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO
@@ -28,9 +30,14 @@ from jobrunner import paths, tarstream
 CHUNK = 1 << 20
 MAX_NAME = 1024
 # pax and GNU long-name headers are held whole while they are parsed: bound each (a name is at
-# most MAX_NAME), and all of them in one archive (HEADER_ALLOWANCE per entry, as for inflating).
+# most MAX_NAME), and all of them in one upload (HEADER_ALLOWANCE per entry, as for inflating).
 MAX_EXTENDED_HEADER = 64 * 1024
 HEADER_ALLOWANCE = 2048
+# File parts one upload may have: a tarball plus a few plain files sent with `curl -F` (each plain
+# file is a bare name, so a tree comes as a tarball anyway). Every part costs a spooled file and a
+# pass through the unpacking, whatever the budgets: Starlette would take 1,000.
+MAX_FILE_PARTS = 32
+TARBALL_SUFFIXES = (".tar.gz", ".tgz")
 # The job's work dir is a tmpfs, which gives a file whole pages (an empty file or a directory none).
 PAGE = 4096
 
@@ -44,6 +51,18 @@ class UploadError(ValueError):
     """The upload is refused; the message is the `details` a client sees."""
 
 
+class Expired(Exception):
+    """The upload's deadline passed, or its request was cancelled, while it was being unpacked."""
+
+
+@dataclass(frozen=True)
+class UploadPart:
+    """One file part of the form: its file name as sent (or None) and its content."""
+
+    filename: str | None
+    file: BinaryIO
+
+
 @dataclass(frozen=True)
 class InputFile:
     path: str
@@ -53,13 +72,42 @@ class InputFile:
 
 @dataclass
 class Budget:
-    """What an upload may still use: bytes on the job's tmpfs (in whole pages), and entries."""
+    """What one upload may still use, all its parts together: bytes on the job's tmpfs (in whole
+    pages), entries, extended-header bytes, inflated bytes, and time until `deadline` (a
+    `time.monotonic()` value; None: no deadline) unless `stop` was called."""
 
     max_bytes: int
     max_entries: int
+    deadline: float | None = None
     used_bytes: int = 0
     entries: int = 0
+    inflated: int = 0
     files: list[InputFile] = field(default_factory=list)
+    headers: tarstream.HeaderBudget = field(init=False)
+    stopped: bool = False
+
+    def __post_init__(self) -> None:
+        self.headers = tarstream.HeaderBudget(self.allowance + MAX_EXTENDED_HEADER)
+
+    @property
+    def allowance(self) -> int:
+        """Bytes of headers allowed on top of the content: HEADER_ALLOWANCE per entry."""
+        return self.max_entries * HEADER_ALLOWANCE
+
+    def stop(self) -> None:
+        """From another thread: the unpacking ends (Expired) at its next check."""
+        self.stopped = True
+
+    def check_time(self) -> None:
+        if self.stopped or (self.deadline is not None and time.monotonic() > self.deadline):
+            raise Expired
+
+    def add_inflated(self, count: int) -> None:
+        """Bytes inflated from the upload's archives: content, headers and a little slack."""
+        self.check_time()
+        self.inflated += count
+        if self.inflated > self.max_bytes + self.allowance + CHUNK:
+            raise UploadError("the archives inflate beyond the storage limit")
 
     def add_entry(self, name: str) -> None:
         self.entries += 1
@@ -82,12 +130,12 @@ class Budget:
 
 
 class _Inflated(io.RawIOBase):
-    """The decompressed stream, which refuses to inflate past a bound (gzip bombs stop here)."""
+    """The decompressed stream, which refuses to inflate past the upload's bound (gzip bombs
+    stop here) or its deadline."""
 
-    def __init__(self, raw: BinaryIO, limit: int) -> None:
+    def __init__(self, raw: BinaryIO, budget: Budget) -> None:
         self._gzip = gzip.GzipFile(fileobj=raw, mode="rb")
-        self._limit = limit
-        self._count = 0
+        self._budget = budget
 
     def readable(self) -> bool:
         return True
@@ -98,9 +146,7 @@ class _Inflated(io.RawIOBase):
             data = self._gzip.read(len(view))
         except (OSError, EOFError, zlib.error) as error:
             raise UploadError(f"not a valid gzip stream ({error})") from None
-        self._count += len(data)
-        if self._count > self._limit:
-            raise UploadError("the archive inflates beyond the storage limit")
+        self._budget.add_inflated(len(data))
         view[: len(data)] = data
         return len(data)
 
@@ -161,6 +207,7 @@ def _write_file(
     size = 0
     with os.fdopen(fd, "wb") as out:
         while chunk := read(CHUNK):
+            budget.check_time()
             budget.add_bytes(len(chunk), path)
             digest.update(chunk)
             out.write(chunk)
@@ -169,15 +216,33 @@ def _write_file(
     budget.files.append(InputFile(path, size, digest.hexdigest()))
 
 
+def unpack(parts: Sequence[UploadPart], dest: Path, budget: Budget) -> None:
+    """Every part into `dest` (an empty directory we own), in order, within one budget: a
+    tarball by its name, or a nameless part by its gzip magic; any other part is a plain file."""
+    if len(parts) > MAX_FILE_PARTS:
+        raise UploadError(too_many_parts())
+    for part in parts:
+        budget.check_time()
+        part.file.seek(0)
+        name = part.filename or ""
+        if name.endswith(TARBALL_SUFFIXES) or (not name and is_gzip(part.file.read(2))):
+            part.file.seek(0)
+            extract_tarball(part.file, dest, budget)
+        else:
+            save_plain_file(name, part.file, dest, budget)
+
+
+def too_many_parts() -> str:
+    return (
+        f"too many file parts: at most {MAX_FILE_PARTS} per upload (send more files in one tarball)"
+    )
+
+
 def extract_tarball(raw: BinaryIO, dest: Path, budget: Budget) -> None:
-    """Unpack a gzip-compressed tar stream into `dest` (an empty directory we own)."""
-    # Headers cost 512 bytes (plus long-name blocks); allow them on top of the content budget.
-    allowance = budget.max_entries * HEADER_ALLOWANCE
-    inflated = io.BufferedReader(_Inflated(raw, budget.max_bytes + allowance + CHUNK))
+    """Unpack a gzip-compressed tar stream into `dest`, charging `budget` (the upload's)."""
+    inflated = io.BufferedReader(_Inflated(raw, budget))
     archive = tarstream.TarReader(
-        inflated,
-        max_extended=MAX_EXTENDED_HEADER,
-        max_extended_total=allowance + MAX_EXTENDED_HEADER,
+        inflated, max_extended=MAX_EXTENDED_HEADER, headers=budget.headers
     )
     try:
         for member in archive.members():
