@@ -150,6 +150,18 @@ def chained(kind: bytes = b"x", count: int = 1500) -> bytes:
     return gz(main_py(), chain, header(b"x"), end())
 
 
+SHORTEST_RECORD = b"5 a=\n"  # the shortest valid pax record: the most records per byte to parse
+
+
+def global_record_flood(headers: int = 23) -> bytes:
+    """An archive of nothing but pax global headers, each 64 KiB of `5 a=\\n` records (13,107 to
+    parse per header), and no member. Each header is charged about 839 KB against the extended
+    headers' total of one archive (20.5 MB with the default 10,000 entries), so 23 of them pass:
+    the work is parsing, and an upload of many such parts repeats it once per part."""
+    flood = entry(b"g", SHORTEST_RECORD * (64 * 1024 // len(SHORTEST_RECORD)), b"g")
+    return gz(flood * headers, end())
+
+
 ATTACKS = {
     "pax-digits-cve-2024-6232": pax_of_digits,
     "pax-shared-equals-global": lambda: pax_sharing_one_equals(b"g"),
