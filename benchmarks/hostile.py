@@ -339,8 +339,7 @@ async def h2_streams(url: str, path: str, ip: str, until: float, answers: Answer
         answers.add("connections")
         try:
             async with asyncio.timeout(until - opened):
-                await h2_connection(url, path, ip, answers)
-            answers.add("closed by the server")
+                answers.add(await h2_connection(url, path, ip, answers))
         except TimeoutError:  # before OSError, which it is
             answers.add("held to the window's end")
         except h2.exceptions.H2Error as error:
@@ -350,7 +349,8 @@ async def h2_streams(url: str, path: str, ip: str, until: float, answers: Answer
         await asyncio.sleep(max(0.0, opened + 0.5 - time.monotonic()))
 
 
-async def h2_connection(url: str, path: str, ip: str, answers: Answers) -> None:
+async def h2_connection(url: str, path: str, ip: str, answers: Answers) -> str:
+    """Ask, then take what comes until the server closes the connection: how it ended."""
     host, port = address(url)
     reader, writer = await asyncio.open_connection(host, port)
     try:
@@ -369,12 +369,15 @@ async def h2_connection(url: str, path: str, ip: str, answers: Answers) -> None:
         writer.write(connection.data_to_send())
         await writer.drain()
         while data := await reader.read(65536):
+            if data.startswith(b"HTTP/"):  # h2 would wait for the rest of a huge "frame"
+                return f"answered in HTTP/1 {status_of(data)}"
             for event in connection.receive_data(data):
                 count_h2_event(event, answers)
             # Acknowledgements of settings and pings only: received data is never acknowledged
             # (acknowledge_received_data), so h2 sends no WINDOW_UPDATE.
             writer.write(connection.data_to_send())
             await writer.drain()
+        return "closed by the server"
     finally:
         writer.close()
 
@@ -409,9 +412,7 @@ async def unread_download(url: str, path: str, ip: str, until: float, answers: A
                     await loop.sock_connect(sock, (host, port))
                     await loop.sock_sendall(sock, request)
                     head = await loop.sock_recv(sock, 12)  # b"HTTP/1.1 200"
-                    answers.add(
-                        f"answered {head[9:12].decode(errors='replace')}" if head else "EOF"
-                    )
+                    answers.add(f"answered {status_of(head)}" if head else "closed unanswered")
                     while tcp_state(sock) == TCP_ESTABLISHED:  # unread: only the state tells
                         await asyncio.sleep(1)
                 answers.add("closed by the server")
@@ -420,6 +421,11 @@ async def unread_download(url: str, path: str, ip: str, until: float, answers: A
             except OSError as error:
                 answers.add(type(error).__name__)
         await asyncio.sleep(max(0.0, opened + 1 - time.monotonic()))
+
+
+def status_of(head: bytes) -> str:
+    """The status code of an HTTP/1 answer that starts with `head` (`HTTP/1.1 200 OK`)."""
+    return head[9:12].decode(errors="replace")
 
 
 def tcp_state(sock: socket.socket) -> int:
