@@ -41,9 +41,9 @@ stricter reading of "unloaded") is printed beside it. Also printed: every normal
 their time in the sandbox (interference without the queue), the server's RSS peak and its open
 fds before and after the loaded phase (and their peak), and the CPU seconds the server process
 itself used in each phase (the jobs run in their own processes and are not counted). On stderr,
-one line per attacker says how the server answered it (`h2: 1 connections, 100 streams asked,
-100 answered 200, ...`, `parts: 4 answered 400, ...; answered in p50 9000 ms`). An attacker
-never stops the scenario: refusals, resets and closes are counted, not raised.
+one line per attacker says how the server answered it (`h2: 1 connections opened, 100 streams
+asked, 100 streams answered 200, ...`, `parts: 4 answered 400, ...; answered in p50 9000 ms`).
+An attacker never stops the scenario: refusals, resets and closes are counted, not raised.
 
 Why users who pause and not a flood: with every client submitting again the moment its job ends,
 4 slots serve a queue of 20 and the latency is the queue's length, whatever the hostile jobs do;
@@ -112,9 +112,8 @@ BAD_NAME = "open(b'out-\\xff.txt', 'wb').write(b'x')\nopen('ok.txt', 'w').write(
 BIG = "big.bin"
 BIG_JOB = f"open('{BIG}', 'wb').write(bytes(10 * 2**20))\nopen('keep.txt', 'w').write('kept')\n"
 PATTERN_JOB = "open('a' * 70, 'w').write('a')\n"
-PATTERN = (
-    "**a**a**a**a**a**a**a**c"  # never matches 70 a's, but a backtracking regex tries ~C(70,7)
-)
+# Never matches 70 a's, but `.*a.*a...c` tries ~C(70,7) ways before a backtracking regex says so.
+PATTERN = "**a**a**a**a**a**a**a**c"
 H2_STREAMS = 100  # hypercorn's default SETTINGS_MAX_CONCURRENT_STREAMS
 DOWNLOADS = 200
 UPLOADERS = 2  # per IP: the per-IP concurrent limit, as an upload holds a slot
@@ -313,21 +312,24 @@ class Answers:
 
 
 async def pattern_jobs(url: str, ip: str, until: float, answers: Answers) -> None:
-    """One job at a time, with a normal user's pause between them: its one output must be
-    matched against PATTERN when it is copied out."""
+    """One job at a time, with a normal user's pause between them, until `until`: its one
+    output must be matched against PATTERN when it is copied out."""
     async with httpx.AsyncClient(timeout=60) as client:
         while time.monotonic() < until:
             started = time.monotonic()
             try:
-                reply = await submit_reply(client, url, PATTERN_JOB, ip, 10, [PATTERN])
-                if reply.status_code == 200:
-                    took, record = await finished(client, url, reply.json()["job_id"], started)
-                    answers.add(record["failure"] or record["status"], took=took)
-                else:
-                    answers.add(f"answered {reply.status_code}", took=time.monotonic() - started)
+                async with asyncio.timeout(until - started):
+                    reply = await submit_reply(client, url, PATTERN_JOB, ip, 10, [PATTERN])
+                    answer = f"answered {reply.status_code}"
+                    if reply.status_code == 200:
+                        _, record = await finished(client, url, reply.json()["job_id"], started)
+                        answer = record["failure"] or record["status"]
+                answers.add(answer, took=time.monotonic() - started)
+            except TimeoutError:
+                answers.add("unfinished at the window's end")
             except (httpx.HTTPError, ValueError) as error:
                 answers.add(type(error).__name__)
-            await asyncio.sleep(THINK_SECONDS)
+            await asyncio.sleep(min(THINK_SECONDS, max(0.0, until - time.monotonic())))
 
 
 async def h2_streams(url: str, path: str, ip: str, until: float, answers: Answers) -> None:
@@ -336,7 +338,7 @@ async def h2_streams(url: str, path: str, ip: str, until: float, answers: Answer
     one (at most two a second), until `until`."""
     while time.monotonic() < until:
         opened = time.monotonic()
-        answers.add("connections")
+        answers.add("connections opened")
         try:
             async with asyncio.timeout(until - opened):
                 answers.add(await h2_connection(url, path, ip, answers))
