@@ -53,7 +53,7 @@ demo: dev
 bench: dev
 	$(BIN)/python benchmarks/run.py $(BENCH_ARGS)
 
-# jobrunner under a bounded hostile mix on loopback for 60 s (issue 10; needs root for nsjail).
+# jobrunner under a bounded hostile mix on loopback for 60 s (issues 10, 22; needs root for nsjail).
 bench-hostile: dev
 	$(BIN)/python benchmarks/hostile.py $(BENCH_SECONDS)
 

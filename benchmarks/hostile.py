@@ -1,5 +1,5 @@
-"""`make bench-hostile`: issue 10's scenario. A bounded mixed load on loopback against a real server
-with the real sandbox: does hostile traffic slow down the normal users of a server?
+"""`make bench-hostile`: issues 10 and 22's scenario. A bounded mixed load on loopback against a
+real server with the real sandbox: does hostile traffic slow down the normal users of a server?
 
 Normal users are 20 client IPs, each submitting a small job, waiting for its result, then pausing
 for a random think time (2 s on average, the same seeded sequence in every phase): about 40 % of
@@ -8,35 +8,57 @@ capacity away. The scenario runs three phases on one server:
 
 1. idle: 30 jobs one after the other from one client (the latency floor, for reference);
 2. unloaded: the 20 normal users alone for SECONDS;
-3. loaded: the same 20 users for SECONDS while, for the whole window, a fork bomb that first
-   writes an 8 MiB log holds its slot (the window is its time limit), 5 WebSocket followers of
-   that live log never read (each is replaced by a new one when the server drops it), 5 uploads
-   trickle a few bytes a second (each is reopened when the server times it out), and a memory bomb
-   and a job writing a non-UTF-8 output name run (with the window as their limit too).
+3. loaded: the same 20 users for SECONDS while, for the whole window, these attackers run, each
+   from its own IPs:
+   - issue 10's: a fork bomb that first writes an 8 MiB log holds its slot (the window is its time
+     limit), 5 WebSocket followers of that live log never read (each is replaced by a new one when
+     the server drops it), 5 uploads trickle a few bytes a second (each is reopened when the
+     server times it out), and a memory bomb and a job writing a non-UTF-8 output name run (with
+     the window as their limit too);
+   - issue 22's: `pattern`, one job at a time (a normal user's pause between them) that leaves
+     one output named of 70 `a`s and asks for the outputs `**a**a**a**a**a**a**a**c` (a regex
+     that backtracks ~10^9 times holding the GIL while the outputs are copied out); `h2`, an
+     HTTP/2 connection with prior knowledge to the plain-HTTP port asking for a 10 MB output on
+     100 streams and never sending WINDOW_UPDATE, held until the server closes it, then opened
+     again; `downloads`, 200 HTTP/1.1 downloads of that output from one IP through sockets with a
+     tiny receive buffer that never read past the status line, each reopened when the server
+     drops it; `parts`, 3 IPs x 2 uploads at a time of 60 parts each, every part an archive of 23
+     pax global headers of 64 KiB of `5 a=\n` records (3 KB gzipped, ~300,000 records to parse),
+     each upload sent again when answered. Before the window, a job writes the 10 MB output
+     (`big.bin`, plus a file nobody downloads, so that the job is kept for the retention time
+     rather than deleted 60 s after its one output was downloaded).
 
-The hostile jobs are the issue's list and nothing else. An earlier version gave the followers a
+The hostile jobs are the issues' lists and nothing else. An earlier version gave the followers a
 job of their own that slept for the window: a fourth long job, not hostile (any server owes a
 sleeping job its slot), that left the normal users one slot of four until the memory bomb ended.
+For the same reason every attacker is paced: one `pattern` job at a time with a pause, at most
+one upload a second per uploader and one reopened socket a second per download: what they take is
+what the server gives them, not capacity any client is owed.
 
 The target compares phase 3 with phase 2: hostile traffic may at most double the normal users' p99
 latency (submit to finished, queueing included). The loaded p99 against the idle p99 (the
 stricter reading of "unloaded") is printed beside it. Also printed: every normal job completed,
 their time in the sandbox (interference without the queue), the server's RSS peak and its open
-fds before and after the loaded phase.
+fds before and after the loaded phase (and their peak), and the CPU seconds the server process
+itself used in each phase (the jobs run in their own processes and are not counted). On stderr,
+one line per attacker says how the server answered it (`h2: 1 connections opened, 100 streams
+asked, 100 streams answered 200, ...`, `parts: 4 answered 400, ...; answered in p50 9000 ms`).
+An attacker never stops the scenario: refusals, resets and closes are counted, not raised.
 
 Why users who pause and not a flood: with every client submitting again the moment its job ends,
 4 slots serve a queue of 20 and the latency is the queue's length, whatever the hostile jobs do;
 that measures throughput (`make bench` does), not interference.
 
 `python benchmarks/hostile.py [SECONDS]` (60 by default). Needs root (nsjail). To see what each
-attack costs, `HOSTILE=fork,memory,bad-name,followers,uploads` (the default: all) picks parts
-(the followers follow the fork bomb's log, so `followers` brings the fork bomb);
-`HOSTILE_TRACE=FILE` writes a line per normal job (its start in the phase, latency, time in the
-sandbox) and one per hostile job.
+attack costs, `HOSTILE=fork,memory,bad-name,followers,uploads,pattern,h2,downloads,parts` (the
+default: all) picks parts (the followers follow the fork bomb's log, so `followers` brings the
+fork bomb); `HOSTILE_TRACE=FILE` writes a line per normal job (its start in the phase, latency,
+time in the sandbox) and one per hostile job.
 """
 
 import asyncio
 import contextlib
+import json
 import os
 import random
 import shutil
@@ -47,6 +69,10 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import h2.config
+import h2.connection
+import h2.events
+import h2.exceptions
 import httpx
 
 HERE = Path(__file__).resolve().parent
@@ -54,12 +80,23 @@ sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent / "tests"))
 
 from run import Row, print_table  # noqa: E402
+from support.hostiletar import pax_globals  # noqa: E402
 from support.jobclient import tarball  # noqa: E402
 from support.servers import ServerProcess  # noqa: E402
 
 BIN = Path(sys.executable).parent
 CLIENTS = 20
-PARTS = ("fork", "memory", "bad-name", "followers", "uploads")
+PARTS = (
+    "fork",
+    "memory",
+    "bad-name",
+    "followers",
+    "uploads",
+    "pattern",
+    "h2",
+    "downloads",
+    "parts",
+)
 THINK_SECONDS = 2.0  # a normal user's mean pause between a result and the next submission
 STALL_SECONDS = 5  # the server's follower stall limit in this scenario
 NORMAL = "print(sum(range(100000)))\n"
@@ -70,6 +107,18 @@ FORK_BOMB = (  # an 8 MiB log for the followers first
 )
 MEMORY_BOMB = "blocks = []\nwhile True:\n    blocks.append(bytearray(2**20))\n"
 BAD_NAME = "open(b'out-\\xff.txt', 'wb').write(b'x')\nopen('ok.txt', 'w').write('ok')\n"
+# 10 MB to download, and a file nobody downloads: a job whose every output was downloaded is
+# deleted 60 s later, and the attackers must have something to ask for until the window ends.
+BIG = "big.bin"
+BIG_JOB = f"open('{BIG}', 'wb').write(bytes(10 * 2**20))\nopen('keep.txt', 'w').write('kept')\n"
+PATTERN_JOB = "open('a' * 70, 'w').write('a')\n"
+# Never matches 70 a's, but `.*a.*a...c` tries ~C(70,7) ways before a backtracking regex says so.
+PATTERN = "**a**a**a**a**a**a**a**c"
+H2_STREAMS = 100  # hypercorn's default SETTINGS_MAX_CONCURRENT_STREAMS
+DOWNLOADS = 200
+UPLOADERS = 2  # per IP: the per-IP concurrent limit, as an upload holds a slot
+UPLOAD_PARTS = 60
+TCP_ESTABLISHED = 1  # tcpi_state in TCP_INFO
 
 
 def rss(pid: int) -> int:
@@ -83,20 +132,40 @@ def fds(pid: int) -> int:
     return len(os.listdir(f"/proc/{pid}/fd"))
 
 
+def cpu_seconds(pid: int) -> float:
+    """The process's own user and system time (not its children's: the jobs')."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def percentile(values: list[float], share: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, round(share * (len(ordered) - 1)))] if ordered else 0.0
 
 
+async def submit_reply(
+    client: httpx.AsyncClient,
+    url: str,
+    code: str,
+    ip: str,
+    timeout: int = 30,
+    outputs: list[str] | None = None,
+) -> httpx.Response:
+    manifest: dict[str, object] = {"entrypoint": "main.py", "timeout": timeout}
+    if outputs is not None:
+        manifest["outputs"] = outputs
+    return await client.post(
+        f"{url}/submit",
+        files={"files": ("job.tar.gz", tarball({"main.py": code}))},
+        data={"manifest": json.dumps(manifest)},
+        headers={"X-Forwarded-For": ip},
+    )
+
+
 async def submit(
     client: httpx.AsyncClient, url: str, code: str, ip: str, timeout: int = 30
 ) -> str | None:
-    reply = await client.post(
-        f"{url}/submit",
-        files={"files": ("job.tar.gz", tarball({"main.py": code}))},
-        data={"manifest": f'{{"entrypoint": "main.py", "timeout": {timeout}}}'},
-        headers={"X-Forwarded-For": ip},
-    )
+    reply = await submit_reply(client, url, code, ip, timeout)
     return reply.json()["job_id"] if reply.status_code == 200 else None
 
 
@@ -131,7 +200,19 @@ class Phase:
     submitted: int = 0
     refused: int = 0
     failed: int = 0
+    errors: int = 0  # no answer in time, or the connection failed: the server was unusable
     trace: list[str] = field(default_factory=list)  # one line per job, for HOSTILE_TRACE
+
+    def count(self, line: str, took: float, record: dict | None) -> None:
+        wall = record["wall_seconds"] if record else None
+        self.trace.append(f"{line} took={took:.3f} wall={wall}")
+        if record is None:
+            self.refused += 1
+        elif record["status"] == "completed":
+            self.latencies.append(took)
+            self.walls.append(record["wall_seconds"])
+        else:
+            self.failed += 1
 
 
 async def normal_users(client: httpx.AsyncClient, url: str, seconds: float) -> Phase:
@@ -144,17 +225,14 @@ async def normal_users(client: httpx.AsyncClient, url: str, seconds: float) -> P
         await asyncio.sleep(think.uniform(0, THINK_SECONDS))  # users do not start in step
         while time.monotonic() < deadline:
             phase.submitted += 1
-            at = time.monotonic() - start
-            took, record = await run_job(client, url, NORMAL, f"10.5.0.{n}")
-            wall = record["wall_seconds"] if record else None
-            phase.trace.append(f"{at:.3f} user={n} took={took:.3f} wall={wall}")
-            if record is None:
-                phase.refused += 1
-            elif record["status"] == "completed":
-                phase.latencies.append(took)
-                phase.walls.append(record["wall_seconds"])
+            line = f"{time.monotonic() - start:.3f} user={n}"
+            try:
+                took, record = await run_job(client, url, NORMAL, f"10.5.0.{n}")
+            except (httpx.HTTPError, ValueError) as error:  # no answer, or not JSON: counted
+                phase.errors += 1
+                phase.trace.append(f"{line} error={error!r}")
             else:
-                phase.failed += 1
+                phase.count(line, took, record)
             await asyncio.sleep(think.expovariate(1 / THINK_SECONDS))
 
     await asyncio.gather(*(user(n) for n in range(CLIENTS)))
@@ -204,18 +282,241 @@ async def slow_upload(url: str, ip: str, until: float) -> None:
             writer.close()
 
 
+def address(url: str) -> tuple[str, int]:
+    host, port = url.removeprefix("http://").rsplit(":", 1)
+    return host, int(port)
+
+
+@dataclass
+class Answers:
+    """How the server answered one attacker: a count per kind of answer, and how long answers
+    took. Attackers count what happens to them and never raise: the scenario must go on."""
+
+    name: str
+    counts: dict[str, int] = field(default_factory=dict)
+    seconds: list[float] = field(default_factory=list)
+
+    def add(self, answer: str, count: int = 1, took: float | None = None) -> None:
+        self.counts[answer] = self.counts.get(answer, 0) + count
+        if took is not None:
+            self.seconds.append(took)
+
+    def line(self) -> str:
+        text = ", ".join(f"{count} {answer}" for answer, count in self.counts.items())
+        if self.seconds:
+            text += (
+                f"; answered in p50 {percentile(self.seconds, 0.5) * 1000:.0f} ms, "
+                f"max {max(self.seconds) * 1000:.0f} ms"
+            )
+        return f"{self.name}: {text or 'nothing happened'}"
+
+
+async def pattern_jobs(url: str, ip: str, until: float, answers: Answers) -> None:
+    """One job at a time, with a normal user's pause between them, until `until`: its one
+    output must be matched against PATTERN when it is copied out."""
+    async with httpx.AsyncClient(timeout=60) as client:
+        while time.monotonic() < until:
+            started = time.monotonic()
+            try:
+                async with asyncio.timeout(until - started):
+                    reply = await submit_reply(client, url, PATTERN_JOB, ip, 10, [PATTERN])
+                    answer = f"answered {reply.status_code}"
+                    if reply.status_code == 200:
+                        _, record = await finished(client, url, reply.json()["job_id"], started)
+                        answer = record["failure"] or record["status"]
+                answers.add(answer, took=time.monotonic() - started)
+            except TimeoutError:
+                answers.add("unfinished at the window's end")
+            except (httpx.HTTPError, ValueError) as error:
+                answers.add(type(error).__name__)
+            await asyncio.sleep(min(THINK_SECONDS, max(0.0, until - time.monotonic())))
+
+
+async def h2_streams(url: str, path: str, ip: str, until: float, answers: Answers) -> None:
+    """HTTP/2 with prior knowledge on the plain-HTTP port: H2_STREAMS downloads of `path` on one
+    connection that never opens a flow-control window, held until the server ends it; then a new
+    one (at most two a second), until `until`."""
+    while time.monotonic() < until:
+        opened = time.monotonic()
+        answers.add("connections opened")
+        try:
+            async with asyncio.timeout(until - opened):
+                answers.add(await h2_connection(url, path, ip, answers))
+        except TimeoutError:  # before OSError, which it is
+            answers.add("held to the window's end")
+        except h2.exceptions.H2Error as error:
+            answers.add(f"answered not in HTTP/2 ({type(error).__name__})")
+        except OSError as error:
+            answers.add(type(error).__name__)
+        await asyncio.sleep(max(0.0, opened + 0.5 - time.monotonic()))
+
+
+async def h2_connection(url: str, path: str, ip: str, answers: Answers) -> str:
+    """Ask, then take what comes until the server closes the connection: how it ended."""
+    host, port = address(url)
+    reader, writer = await asyncio.open_connection(host, port)
+    try:
+        connection = h2.connection.H2Connection(h2.config.H2Configuration(client_side=True))
+        connection.initiate_connection()
+        headers = [
+            (":method", "GET"),
+            (":scheme", "http"),
+            (":authority", f"{host}:{port}"),
+            (":path", path),
+            ("x-forwarded-for", ip),
+        ]
+        for _ in range(H2_STREAMS):
+            connection.send_headers(connection.get_next_available_stream_id(), headers, True)
+        answers.add("streams asked", H2_STREAMS)
+        writer.write(connection.data_to_send())
+        await writer.drain()
+        while data := await reader.read(65536):
+            if data.startswith(b"HTTP/"):  # h2 would wait for the rest of a huge "frame"
+                return f"answered in HTTP/1 {status_of(data)}"
+            for event in connection.receive_data(data):
+                count_h2_event(event, answers)
+            # Acknowledgements of settings and pings only: received data is never acknowledged
+            # (acknowledge_received_data), so h2 sends no WINDOW_UPDATE.
+            writer.write(connection.data_to_send())
+            await writer.drain()
+        return "closed by the server"
+    finally:
+        writer.close()
+
+
+def count_h2_event(event: h2.events.Event, answers: Answers) -> None:
+    if isinstance(event, h2.events.ResponseReceived):
+        status = dict(event.headers or []).get(b":status", b"?")
+        answers.add(f"streams answered {status.decode(errors='replace')}")
+    elif isinstance(event, h2.events.DataReceived):
+        answers.add("body bytes received", len(event.data or b""))
+    elif isinstance(event, h2.events.StreamReset):
+        answers.add("streams reset")
+    elif isinstance(event, h2.events.ConnectionTerminated):
+        answers.add("GOAWAY")
+
+
+async def unread_download(url: str, path: str, ip: str, until: float, answers: Answers) -> None:
+    """One download at a time through a socket with a tiny receive buffer that reads the status
+    line and nothing more, held until the server drops it; then a new one (at most one a
+    second), until `until`."""
+    host, port = address(url)
+    loop = asyncio.get_running_loop()
+    request = f"GET {path} HTTP/1.1\r\nHost: {host}\r\nX-Forwarded-For: {ip}\r\n\r\n".encode()
+    while time.monotonic() < until:
+        opened = time.monotonic()
+        with socket.socket() as sock:
+            sock.setblocking(False)
+            # Before connecting, so that the window announced in the handshake is small too.
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+            try:
+                async with asyncio.timeout(until - opened):
+                    await loop.sock_connect(sock, (host, port))
+                    await loop.sock_sendall(sock, request)
+                    head = await loop.sock_recv(sock, 12)  # b"HTTP/1.1 200"
+                    answers.add(f"answered {status_of(head)}" if head else "closed unanswered")
+                    while tcp_state(sock) == TCP_ESTABLISHED:  # unread: only the state tells
+                        await asyncio.sleep(1)
+                answers.add("closed by the server")
+            except TimeoutError:  # before OSError, which it is
+                answers.add("held to the window's end")
+            except OSError as error:
+                answers.add(type(error).__name__)
+        await asyncio.sleep(max(0.0, opened + 1 - time.monotonic()))
+
+
+def status_of(head: bytes) -> str:
+    """The status code of an HTTP/1 answer that starts with `head` (`HTTP/1.1 200 OK`)."""
+    return head[9:12].decode(errors="replace")
+
+
+def tcp_state(sock: socket.socket) -> int:
+    """The connection's TCP state (tcpi_state, the first byte of TCP_INFO): a peer's FIN or RST
+    shows here even while unread data waits in the buffer."""
+    return sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, 8)[0]
+
+
+async def part_uploads(url: str, ip: str, part: bytes, until: float, answers: Answers) -> None:
+    """Uploads of UPLOAD_PARTS copies of `part` and no entrypoint (a 400 once unpacked), one at
+    a time and at most one a second, each sent again when answered, until `until`."""
+    files = [("files", (f"part{n}.tar.gz", part)) for n in range(UPLOAD_PARTS)]
+    manifest = {"manifest": '{"entrypoint": "main.py"}'}
+    async with httpx.AsyncClient(timeout=None) as client:  # the window bounds the wait
+        while time.monotonic() < until:
+            started = time.monotonic()
+            try:
+                async with asyncio.timeout(until - started):
+                    reply = await client.post(
+                        f"{url}/submit", files=files, data=manifest, headers={"X-Forwarded-For": ip}
+                    )
+                took = time.monotonic() - started
+                answers.add(f"answered {reply.status_code}", took=took)
+            except TimeoutError:
+                answers.add("unanswered at the window's end")
+            except httpx.HTTPError as error:
+                answers.add(type(error).__name__)
+            await asyncio.sleep(max(0.0, started + 1 - time.monotonic()))
+
+
+async def big_download(client: httpx.AsyncClient, url: str) -> str | None:
+    """The path of a 10 MB output to download, from a job of its own IP; None if it failed."""
+    _, record = await run_job(client, url, BIG_JOB, "10.6.0.3")
+    if record is None or record["status"] != "completed":
+        print(f"the 10 MB job did not complete: {record}", file=sys.stderr)
+        return None
+    return f"/download/{record['job_id']}/{BIG}"
+
+
+def issue_22_attacks(
+    url: str, parts: set[str], download: str | None, until: float
+) -> tuple[list[asyncio.Task[None]], list[Answers]]:
+    """Start the attackers of issue 22 that `parts` names, each from its own IPs."""
+    tasks: list[asyncio.Task[None]] = []
+    answers: list[Answers] = []
+
+    def attack(name: str) -> Answers:
+        answers.append(Answers(name))
+        return answers[-1]
+
+    if "pattern" in parts:
+        tasks.append(asyncio.create_task(pattern_jobs(url, "10.6.0.4", until, attack("pattern"))))
+    if download is not None and "h2" in parts:
+        h2_seen = attack("h2")
+        tasks.append(asyncio.create_task(h2_streams(url, download, "10.6.0.5", until, h2_seen)))
+    if download is not None and "downloads" in parts:
+        seen = attack("downloads")
+        tasks += [
+            asyncio.create_task(unread_download(url, download, "10.6.0.6", until, seen))
+            for _ in range(DOWNLOADS)
+        ]
+    if "parts" in parts:
+        seen = attack("parts")
+        part = pax_globals()
+        tasks += [
+            asyncio.create_task(part_uploads(url, f"10.8.0.{n}", part, until, seen))
+            for n in range(3)
+            for _ in range(UPLOADERS)
+        ]
+    return tasks, answers
+
+
 async def scenario(url: str, pid: int, seconds: float) -> list[Row]:
     window = int(seconds)
+    parts = set(os.environ.get("HOSTILE", ",".join(PARTS)).split(","))
     async with httpx.AsyncClient(timeout=60) as client:
         idle = [await run_job(client, url, NORMAL, "10.9.0.1") for _ in range(30)]
         print("idle done; unloaded phase ...", file=sys.stderr, flush=True)
+        cpu_start = cpu_seconds(pid)
         unloaded = await normal_users(client, url, seconds)
+        cpu_unloaded = cpu_seconds(pid) - cpu_start
         print("unloaded done; loaded phase ...", file=sys.stderr, flush=True)
+        download = await big_download(client, url) if parts & {"h2", "downloads"} else None
         fds_before = fds(pid)
         peak = rss(pid)
+        peak_fds = fds_before
+        cpu_start = cpu_seconds(pid)
         until = time.monotonic() + seconds
-        parts = set(os.environ.get("HOSTILE", ",".join(PARTS)).split(","))
-        hostile = []
+        hostile, answers = issue_22_attacks(url, parts, download, until)
         bombs: dict[str, asyncio.Task[tuple[float, dict | None]]] = {}
         if parts & {"fork", "followers"}:
             fork = await submit(client, url, FORK_BOMB, "10.6.0.0", timeout=window)
@@ -234,15 +535,19 @@ async def scenario(url: str, pid: int, seconds: float) -> list[Row]:
                 )
 
         async def sample() -> None:
-            nonlocal peak
+            nonlocal peak, peak_fds
             while True:
                 peak = max(peak, rss(pid))
+                peak_fds = max(peak_fds, fds(pid))
                 await asyncio.sleep(0.2)
 
         sampler = asyncio.create_task(sample())
         loaded = await normal_users(client, url, seconds)
         bomb_records = await asyncio.gather(*bombs.values())
-        await asyncio.gather(*hostile, return_exceptions=True)
+        for outcome in await asyncio.gather(*hostile, return_exceptions=True):
+            if isinstance(outcome, BaseException):  # a bug in an attacker: say so, go on
+                print(f"an attacker stopped early: {outcome!r}", file=sys.stderr)
+        cpu_loaded = cpu_seconds(pid) - cpu_start
         sampler.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await sampler
@@ -257,6 +562,8 @@ async def scenario(url: str, pid: int, seconds: float) -> list[Row]:
         for name, (_, record) in zip(bombs, bomb_records, strict=True)
     )
     print(f"hostile jobs: {bomb_text}", file=sys.stderr)
+    for seen in answers:
+        print(seen.line(), file=sys.stderr)
     if trace := os.environ.get("HOSTILE_TRACE"):
         lines = [
             f"{name} {line}"
@@ -271,7 +578,7 @@ async def scenario(url: str, pid: int, seconds: float) -> list[Row]:
     for name, phase in (("unloaded", unloaded), ("loaded", loaded)):
         print(
             f"{name}: {len(phase.latencies)} normal jobs completed of {phase.submitted} submitted "
-            f"({phase.refused} refused, {phase.failed} failed)",
+            f"({phase.refused} refused, {phase.failed} failed, {phase.errors} errors)",
             file=sys.stderr,
         )
     idle_p99 = percentile([took for took, _ in idle], 0.99)
@@ -284,7 +591,12 @@ async def scenario(url: str, pid: int, seconds: float) -> list[Row]:
         Row("hostile: unloaded p50", percentile(unloaded.latencies, 0.5) * 1000, "ms"),
         Row("hostile: unloaded p99", unloaded_p99 * 1000, "ms"),
         Row("hostile: loaded jobs completed", len(loaded.latencies), "jobs"),
-        Row("hostile: loaded jobs not completed", loaded.refused + loaded.failed, "jobs", 0),
+        Row(
+            "hostile: loaded jobs not completed",
+            loaded.refused + loaded.failed + loaded.errors,
+            "jobs",
+            0,
+        ),
         Row("hostile: loaded p50", percentile(loaded.latencies, 0.5) * 1000, "ms"),
         Row("hostile: loaded p99", loaded_p99 * 1000, "ms", 2 * unloaded_p99 * 1000),
         Row("hostile: loaded p99 / idle p99", loaded_p99 / idle_p99, "x"),
@@ -297,7 +609,10 @@ async def scenario(url: str, pid: int, seconds: float) -> list[Row]:
         ),
         Row("hostile: server RSS peak", peak / 2**20, "MB", 300),
         Row("hostile: fds before", fds_before, "fds"),
+        Row("hostile: fds peak", peak_fds, "fds"),
         Row("hostile: fds after", fds_after, "fds", fds_before),
+        Row("hostile: server CPU, unloaded phase", cpu_unloaded, "s"),
+        Row("hostile: server CPU, loaded phase", cpu_loaded, "s"),
     ]
 
 
