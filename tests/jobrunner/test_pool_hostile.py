@@ -411,7 +411,10 @@ def test_log_streams_per_client_are_capped_at_the_pool(cluster, state_dir):
             raise AssertionError("a third live log of one client was accepted")
         except websockets.InvalidStatus as denied:
             assert denied.response.status_code == 429
-            assert json.loads(denied.response.body)["reason"] == "Too many log streams: 2/2 open"
+            assert (
+                json.loads(denied.response.body)["reason"]
+                == "Too many streams (logs and downloads): 2/2 open"
+            )
         async with httpx.AsyncClient(timeout=10) as client:
             refused = await client.get(f"{pool.url}/logs/{job}")
             assert refused.status_code == 429 and refused.headers["retry-after"] == "1"

@@ -12,9 +12,10 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AbstractAsyncContextManager
 
 from starlette.applications import Starlette
+from starlette.convertors import Convertor, register_url_convertor
 from starlette.datastructures import UploadFile
 from starlette.requests import Request
-from starlette.responses import FileResponse, Response
+from starlette.responses import Response
 from starlette.routing import Route, WebSocketRoute
 from starlette.types import Message, Receive
 from starlette.websockets import WebSocket, WebSocketDisconnect
@@ -24,6 +25,7 @@ from jobrunner.edge import drop_small_body, exception_handlers, refuse_websocket
 from jobrunner.jobs import Follower, Job, Log
 from jobrunner.service import JobService, UploadPart
 from servekit import (
+    ClientFile,
     ClientStream,
     CorsPolicy,
     JSONResponse,
@@ -132,8 +134,13 @@ def build_app(
 
     async def download(request: Request) -> Response:
         found = service.download(request.path_params["job_id"], request.path_params["filepath"])
-        return FileResponse(
-            found.path, media_type=found.media_type, filename=found.name, headers=_DOWNLOAD_HEADERS
+        slot = service.open_stream(client_ip(request, trusted))  # a download is a stream too
+        return ClientFile(
+            found.path,
+            media_type=found.media_type,
+            filename=found.name,
+            headers=_DOWNLOAD_HEADERS,
+            on_close=slot.close,
         )
 
     async def stats(request: Request) -> Response:
@@ -184,6 +191,22 @@ def build_app(
     )
 
 
+class _AnyPath(Convertor[str]):
+    """A path that may hold any character: Starlette's `path` convertor (`.*`) stops at a
+    newline, and an output may be named `a\nb` (listed, signed, and then a 404)."""
+
+    regex = "[\\s\\S]*"
+
+    def convert(self, value: str) -> str:
+        return value
+
+    def to_string(self, value: str) -> str:
+        return value
+
+
+register_url_convertor("anypath", _AnyPath())
+
+
 async def _upgrade_required(request: Request) -> Response:
     raise errors.UpgradeRequired("this is a WebSocket endpoint: connect with Upgrade: websocket")
 
@@ -212,7 +235,7 @@ def interface(
             WebSocketRoute("/logs/{job_id}/stream", stream),
             Route("/logs/{job_id}/stream", _upgrade_required),  # plain HTTP: 426
             Route("/outputs/{job_id}", outputs),
-            Route("/download/{job_id}/{filepath:path}", download),
+            Route("/download/{job_id}/{filepath:anypath}", download),
             Route("/stats", stats),
             Route("/environments", environments),
             Route("/health", health),

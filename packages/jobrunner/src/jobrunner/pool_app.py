@@ -121,9 +121,9 @@ def build_pool_app(pool: Pool, trusted: TrustedProxies, max_upload_mb: int = 50)
 
     async def logs(request: Request) -> Response:
         worker, job = pool.route(request.path_params["job_id"])
-        slot = pool.open_stream(client_ip(request, trusted))
+        close = pool.open_proxied(client_ip(request, trusted))
         upstream = f"{worker.url}/logs/{job}"
-        return await proxy(request, upstream, pool.session("streams"), slot.close)
+        return await proxy(request, upstream, pool.session("streams"), close)
 
     async def outputs(request: Request) -> Response:
         worker, job = pool.route(request.path_params["job_id"])
@@ -133,7 +133,8 @@ def build_pool_app(pool: Pool, trusted: TrustedProxies, max_upload_mb: int = 50)
         worker, job = pool.route(request.path_params["job_id"])
         path = output_path(request.path_params["filepath"])
         upstream = f"{worker.url}/download/{job}/{path}"
-        return await proxy(request, upstream, pool.session("streams"))
+        close = pool.open_proxied(client_ip(request, trusted))
+        return await proxy(request, upstream, pool.session("streams"), close)
 
     async def stats(request: Request) -> Response:
         return JSONResponse(pool.stats(client_ip(request, trusted)))
