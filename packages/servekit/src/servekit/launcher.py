@@ -14,6 +14,7 @@ ignored (the request is answered in HTTP/1.1, as RFC 9110 lets a server do).
 """
 
 import asyncio
+import contextlib
 import logging
 import signal
 import socket
@@ -124,6 +125,32 @@ def _http1_only() -> None:
     ProtocolWrapper.handle = handle  # type: ignore[method-assign]
 
 
+def _timed_out_is_closed() -> None:
+    """A connection the kernel dropped for the write timeout fails with ETIMEDOUT, which hypercorn
+    does not expect where it expects a reset (ECONNRESET): the app's `send` raised it and the
+    connection's task logged a traceback. Both places now treat it as the reset it amounts to."""
+    from hypercorn.asyncio.tcp_server import TCPServer
+    from hypercorn.events import Closed
+
+    if getattr(TCPServer.protocol_send, "timed_out_is_closed", False):
+        return
+    protocol_send, close = TCPServer.protocol_send, TCPServer._close
+
+    async def send(self: TCPServer, event: Any) -> None:
+        try:
+            await protocol_send(self, event)
+        except TimeoutError:
+            await self.protocol.handle(Closed())
+
+    async def closed(self: TCPServer) -> None:
+        with contextlib.suppress(TimeoutError):
+            await close(self)
+
+    send.timed_out_is_closed = True  # type: ignore[attr-defined]
+    TCPServer.protocol_send = send  # type: ignore[method-assign]
+    TCPServer._close = closed  # type: ignore[method-assign]
+
+
 def _open_files() -> None:
     """Raise the soft limit of open files to the hard one, and keep the accept loop's complaint
     when they run out to one line a minute (see `servekit.descriptors`)."""
@@ -165,6 +192,7 @@ async def serve_async(
 
     _send_reason_phrases()
     _http1_only()
+    _timed_out_is_closed()
     _open_files()
     sock = listener.bind(write_timeout)
     port = sock.getsockname()[1]
