@@ -188,7 +188,7 @@ def test_log_streams_per_client_are_capped(tmp_path):
         async with httpx.AsyncClient() as client:
             assert (await client.get(f"{served.url}/logs/{job_id}")).status_code == 200
             info = (await client.get(f"{served.url}/")).json()
-        assert "2 log streams at once" in info["limits"]
+        assert "2 streams (logs, downloads) at once" in info["limits"]
         served.runner.open("g")
 
     run(scenario, tmp_path, rate_streams=2)

@@ -60,8 +60,8 @@ def build_pool_app(pool: Pool, trusted: TrustedProxies, max_upload_mb: int = 50)
                 f"records in memory for {pool.retention:g} s.",
                 limits=f"per IP (IPv6: per /{limits.ipv6_prefix}): {limits.cpu_seconds:g} "
                 f"CPU-seconds per {limits.cpu_window:g} s, {limits.concurrent} concurrent jobs, "
-                f"{limits.per_hour} jobs per hour, {limits.streams} log streams at once; "
-                "per job: as the workers say",
+                f"{limits.per_hour} jobs per hour, "
+                f"{limits.streams} streams (logs, downloads) at once; per job: as the workers say",
                 version=__version__,
             )
         )

@@ -488,7 +488,7 @@ class JobService:
             "only as long as the rate-limit windows need them.",
             limits=f"per IP: {s.rate_cpu_seconds:g} CPU-seconds per {s.rate_cpu_window:g} s, "
             f"{s.rate_concurrent} concurrent jobs, {s.rate_per_hour} jobs per hour, "
-            f"{s.rate_streams} log streams at once; per "
+            f"{s.rate_streams} streams (logs, downloads) at once; per "
             f"job: {s.max_memory_mb} MB memory, {s.max_timeout} s run time, "
             f"{s.storage_mb} MB storage; uploads up to {s.max_upload_mb} MiB",
             version=__version__,

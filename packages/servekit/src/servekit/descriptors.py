@@ -44,19 +44,23 @@ def reserve(of: int) -> int:
     return min(256, of // 4)
 
 
-def open_count() -> int:
+def open_count() -> int | None:
+    """How many descriptors this process holds: None when the table is full (listing them takes
+    one more), 0 where the system does not list them."""
     for folder in _FD_DIRS:
         try:
             return len(os.listdir(folder)) - 1  # listing the folder opened one
-        except OSError:
-            continue
+        except OSError as error:
+            if error.errno in _OUT_OF_FILES:
+                return None
     return 0
 
 
 def running_low() -> bool:
     """Whether this process has fewer than `reserve` descriptors left: refuse long-lived work."""
     total = limit()
-    return open_count() >= total - reserve(total)
+    count = open_count()
+    return count is None or count >= total - reserve(total)
 
 
 class QuietAccept:
@@ -78,9 +82,8 @@ class QuietAccept:
                 self.missed += 1
                 return
             log.warning(
-                "new connections wait: accept() failed (%s, %d open of %d)%s",
+                "new connections wait: accept() failed (%s; the limit is %d open files)%s",
                 os.strerror(error.errno) if error.errno in _OUT_OF_FILES else error,
-                open_count(),
                 limit(),
                 f"; {self.missed} more times since the last report" if self.missed else "",
             )
