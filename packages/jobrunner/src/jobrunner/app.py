@@ -133,8 +133,13 @@ def build_app(
         return JSONResponse(service.outputs(request.path_params["job_id"]))
 
     async def download(request: Request) -> Response:
-        found = service.download(request.path_params["job_id"], request.path_params["filepath"])
-        slot = service.open_stream(client_ip(request, trusted))  # a download is a stream too
+        # The slot first: a refused download must not count as downloaded (deletion starts).
+        slot = service.open_stream(client_ip(request, trusted))
+        try:
+            found = service.download(request.path_params["job_id"], request.path_params["filepath"])
+        except BaseException:
+            slot.close()
+            raise
         return ClientFile(
             found.path,
             media_type=found.media_type,
