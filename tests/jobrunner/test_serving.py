@@ -12,6 +12,7 @@ from urllib.parse import quote, urlsplit
 import h2.config
 import h2.connection
 import httpx
+import websockets
 
 from jobrunner.client import Client
 from support.jobclient import GENEROUS, JOBRUNNER, need_sandbox, run_job, submit
@@ -163,6 +164,15 @@ def test_readers_that_stop_reading_are_dropped_after_the_write_timeout(start_ser
     assert "Traceback" not in server.output
 
 
+async def live_log_answer(url: str, job: str) -> int:
+    """The status a live-log handshake gets (101 when it is accepted)."""
+    try:
+        async with websockets.connect(f"{url.replace('http', 'ws', 1)}/logs/{job}/stream"):
+            return 101
+    except websockets.InvalidStatus as denied:
+        return denied.response.status_code
+
+
 def test_a_server_short_of_open_files_still_answers_others(start_server):
     # With 1,024 descriptors (never raised), 508 unread downloads took them all: another
     # client's submit got `500 ... Too many open files`, its health checks failed, and the accept
@@ -186,6 +196,7 @@ def test_a_server_short_of_open_files_still_answers_others(start_server):
         refused = httpx.get(f"{server.url}{path}", timeout=30)
         assert refused.status_code == 503 and refused.headers["retry-after"] == "5"
         assert "short of open files" in refused.json()["details"]
+        assert asyncio.run(live_log_answer(server.url, job)) == 503
         # Everybody else's short requests are answered.
         with from_address("127.0.0.2", timeout=10) as other:
             for _ in range(20):

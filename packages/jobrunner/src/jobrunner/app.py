@@ -165,7 +165,7 @@ def build_app(
             return
         try:
             slot = service.open_stream(client_ip(websocket, trusted))
-        except errors.RateLimited as error:
+        except (errors.RateLimited, errors.Busy) as error:  # 429, or 503 short of open files
             await refuse_websocket(websocket, error)
             return
         try:

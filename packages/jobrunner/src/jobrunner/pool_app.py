@@ -156,7 +156,7 @@ def build_pool_app(pool: Pool, trusted: TrustedProxies, max_upload_mb: int = 50)
         client = client_ip(websocket, trusted)
         try:
             slot = pool.open_stream(client)
-        except errors.RateLimited as error:
+        except (errors.RateLimited, errors.Busy) as error:  # 429, or 503 short of open files
             await refuse_websocket(websocket, error)
             return
         try:
