@@ -479,3 +479,33 @@ def test_unread_downloads_of_one_client_neither_block_others_nor_queue(cluster):
             return reply.status_code == 200
 
     assert wait_until(served_again, timeout=20, interval=0.1)
+
+
+def pool_side_open(conn: socket.socket) -> bool:
+    """Whether the server's end of `conn` is still in the kernel's table (/proc/net/tcp)."""
+    theirs, ours = conn.getpeername()[1], conn.getsockname()[1]
+    for line in Path("/proc/net/tcp").read_text().splitlines()[1:]:
+        local, remote = (int(field.split(":")[1], 16) for field in line.split()[1:3])
+        if (local, remote) == (theirs, ours):
+            return True
+    return False
+
+
+def test_a_pool_drops_a_downloader_that_stops_reading(cluster):
+    pool_args = ["--write-timeout", "1", "--rate-streams", "1"]
+    pool, _ = cluster(workers=1, pool_args=pool_args)
+    code = "open('big.bin', 'wb').write(b'b' * (32 << 20))\n"
+    job = submit(pool.url, {"main.py": code}, {"entrypoint": "main.py"}).json()["job_id"]
+    assert wait_finished(pool.url, job)["status"] == "completed"
+    path = f"/download/{job}/big.bin"
+    conn, head = stalled_reader(pool.url, path, "127.0.0.2")
+    with conn:
+        assert head == b"HTTP/1.1 200"
+        assert wait_until(lambda: not pool_side_open(conn), timeout=60, interval=0.2)
+
+    def slot_free() -> bool:
+        with client_at("127.0.0.2") as again, again.stream("GET", pool.url + path) as reply:
+            return reply.status_code == 200
+
+    assert wait_until(slot_free, timeout=20, interval=0.1)
+    assert "Traceback" not in pool.output
