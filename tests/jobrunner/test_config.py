@@ -86,6 +86,9 @@ def test_write_timeout_from_each_source(tmp_path, monkeypatch):
     monkeypatch.setenv("JOBRUNNER_WRITE_TIMEOUT", "7.5")
     assert load(config).write_timeout == 7.5
     assert load(config, write_timeout=2.0).write_timeout == 2.0
+    with pytest.raises(ValueError, match=r"JOBRUNNER_WRITE_TIMEOUT.*> 0"):
+        monkeypatch.setenv("JOBRUNNER_WRITE_TIMEOUT", "0")
+        load(config)
     for command in ("serve", "pool"):
         usage = subprocess.run([JOBRUNNER, command, "--help"], capture_output=True, text=True)
         assert "--write-timeout" in usage.stdout

@@ -5,7 +5,7 @@ import os
 import re
 import tomllib
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import msgspec
 
@@ -51,7 +51,7 @@ class Settings(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     # what it is sent (a download, a plain log) for `write_timeout` seconds is dropped.
     upload_timeout: float = 60.0
     follower_stall: float = 10.0
-    write_timeout: float = 30.0
+    write_timeout: Annotated[float, msgspec.Meta(gt=0)] = 30.0
 
     @property
     def state(self) -> Path:
