@@ -76,3 +76,19 @@ def test_bad_setting_names_the_variable_flag_or_key_at_fault(tmp_path, how, name
     assert named in result.stderr, result.stderr
     if how != "option":  # options are typed by click, which adds its usage line
         assert len(result.stderr.strip().splitlines()) == 1
+
+
+def test_write_timeout_from_each_source(tmp_path, monkeypatch):
+    assert load().write_timeout == 30.0
+    config = tmp_path / "jobrunner.toml"
+    config.write_text("write_timeout = 5\n")
+    assert load(config).write_timeout == 5.0
+    monkeypatch.setenv("JOBRUNNER_WRITE_TIMEOUT", "7.5")
+    assert load(config).write_timeout == 7.5
+    assert load(config, write_timeout=2.0).write_timeout == 2.0
+    with pytest.raises(ValueError, match=r"JOBRUNNER_WRITE_TIMEOUT.*> 0"):
+        monkeypatch.setenv("JOBRUNNER_WRITE_TIMEOUT", "0")
+        load(config)
+    for command in ("serve", "pool"):
+        usage = subprocess.run([JOBRUNNER, command, "--help"], capture_output=True, text=True)
+        assert "--write-timeout" in usage.stdout

@@ -169,7 +169,7 @@ def test_log_streams_per_client_are_capped(tmp_path):
         assert refused.headers["retry-after"] == "1"
         body = refused.json()
         assert body["error"] == "Rate limit exceeded" and body["retry_after"] == 1
-        assert body["reason"] == "Too many log streams: 2/2 open"
+        assert body["reason"] == "Too many streams (logs and downloads): 2/2 open"
         with pytest.raises(websockets.InvalidStatus) as denied:
             await websockets.connect(f"{served.ws}/logs/{job_id}/stream", open_timeout=10)
         assert denied.value.response.status_code == 429
@@ -191,7 +191,7 @@ def test_log_streams_per_client_are_capped(tmp_path):
         async with httpx.AsyncClient() as client:
             assert (await client.get(f"{served.url}/logs/{job_id}")).status_code == 200
             info = (await client.get(f"{served.url}/")).json()
-        assert "2 log streams at once" in info["limits"]
+        assert "2 streams (logs, downloads) at once" in info["limits"]
         served.runner.open("g")
 
     run(scenario, tmp_path, rate_streams=2)

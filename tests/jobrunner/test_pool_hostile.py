@@ -411,7 +411,10 @@ def test_log_streams_per_client_are_capped_at_the_pool(cluster, state_dir):
             raise AssertionError("a third live log of one client was accepted")
         except websockets.InvalidStatus as denied:
             assert denied.response.status_code == 429
-            assert json.loads(denied.response.body)["reason"] == "Too many log streams: 2/2 open"
+            assert (
+                json.loads(denied.response.body)["reason"]
+                == "Too many streams (logs and downloads): 2/2 open"
+            )
         async with httpx.AsyncClient(timeout=10) as client:
             refused = await client.get(f"{pool.url}/logs/{job}")
             assert refused.status_code == 429 and refused.headers["retry-after"] == "1"
@@ -427,3 +430,82 @@ def test_log_streams_per_client_are_capped_at_the_pool(cluster, state_dir):
     asyncio.run(scenario())
     release(worker.url, state_dir / "s0", job)
     assert wait_finished(pool.url, job)["status"] == "completed"
+
+
+def client_at(source: str, timeout: float = 30) -> httpx.Client:
+    return httpx.Client(transport=httpx.HTTPTransport(local_address=source), timeout=timeout)
+
+
+def test_unread_downloads_of_one_client_neither_block_others_nor_queue(cluster):
+    # 20 unread downloads from one address made other clients' downloads and logs hang for 75 s
+    # and more: downloads were not counted per client, and beyond --max-streams they queued for
+    # a connection of the streams session.
+    pool_args = ["--max-streams", "6", "--rate-streams", "4", "--write-timeout", "600"]
+    pool, _ = cluster(workers=1, pool_args=pool_args)
+    code = "open('big.bin', 'wb').write(b'b' * (32 << 20))\nopen('a\\nb', 'w').write('newline')\n"
+    job = submit(pool.url, {"main.py": code}, {"entrypoint": "main.py"}).json()["job_id"]
+    assert wait_finished(pool.url, job)["status"] == "completed"
+    path = f"/download/{job}/big.bin"
+    held = [stalled_reader(pool.url, path, "127.0.0.2") for _ in range(4)]
+    try:
+        assert [head for _, head in held] == [b"HTTP/1.1 200"] * 4
+        with client_at("127.0.0.2") as first:
+            refused = first.get(pool.url + path)
+        assert refused.status_code == 429 and refused.headers["retry-after"] == "1"
+        reason = refused.json()["reason"]
+        assert reason == "Too many streams (logs and downloads): 4/4 open"
+        with client_at("127.0.0.3") as other:
+            whole = other.get(pool.url + path)
+            assert whole.status_code == 200 and len(whole.content) == 32 * MiB
+            assert other.get(f"{pool.url}/logs/{job}").status_code == 200
+            newline = other.get(f"{pool.url}/download/{job}/a%0Ab")  # an output named "a\nb"
+            assert newline.status_code == 200 and newline.text == "newline"
+        # Two more fill the pool's six streams: the next is refused at once, never queued.
+        more = [stalled_reader(pool.url, path, "127.0.0.3") for _ in range(2)]
+        held += more
+        assert [head for _, head in more] == [b"HTTP/1.1 200"] * 2
+        with client_at("127.0.0.4", timeout=10) as third:
+            busy = third.get(pool.url + path)
+            assert busy.status_code == 503 and busy.headers["retry-after"] == "1"
+            assert busy.json()["error"] == "Service unavailable"
+            assert third.get(f"{pool.url}/logs/{job}").status_code == 503
+            assert third.get(f"{pool.url}/status/{job}").status_code == 200
+    finally:
+        for conn, _ in held:
+            conn.close()
+
+    def served_again() -> bool:
+        with client_at("127.0.0.4") as third, third.stream("GET", pool.url + path) as reply:
+            return reply.status_code == 200
+
+    assert wait_until(served_again, timeout=20, interval=0.1)
+
+
+def pool_side_open(conn: socket.socket) -> bool:
+    """Whether the server's end of `conn` is still in the kernel's table (/proc/net/tcp)."""
+    theirs, ours = conn.getpeername()[1], conn.getsockname()[1]
+    for line in Path("/proc/net/tcp").read_text().splitlines()[1:]:
+        local, remote = (int(field.split(":")[1], 16) for field in line.split()[1:3])
+        if (local, remote) == (theirs, ours):
+            return True
+    return False
+
+
+def test_a_pool_drops_a_downloader_that_stops_reading(cluster):
+    pool_args = ["--write-timeout", "1", "--rate-streams", "1"]
+    pool, _ = cluster(workers=1, pool_args=pool_args)
+    code = "open('big.bin', 'wb').write(b'b' * (32 << 20))\n"
+    job = submit(pool.url, {"main.py": code}, {"entrypoint": "main.py"}).json()["job_id"]
+    assert wait_finished(pool.url, job)["status"] == "completed"
+    path = f"/download/{job}/big.bin"
+    conn, head = stalled_reader(pool.url, path, "127.0.0.2")
+    with conn:
+        assert head == b"HTTP/1.1 200"
+        assert wait_until(lambda: not pool_side_open(conn), timeout=60, interval=0.2)
+
+    def slot_free() -> bool:
+        with client_at("127.0.0.2") as again, again.stream("GET", pool.url + path) as reply:
+            return reply.status_code == 200
+
+    assert wait_until(slot_free, timeout=20, interval=0.1)
+    assert "Traceback" not in pool.output

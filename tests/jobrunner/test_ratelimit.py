@@ -122,7 +122,7 @@ def test_log_streams_per_client_are_counted_and_given_back_once():
     refused = limiter.open_stream("2001:db8::3")  # the same /64
     assert not isinstance(refused, StreamSlot)
     assert (refused.allowed, refused.retry_after) == (False, 1)
-    assert refused.reason == "Too many log streams: 2/2 open"
+    assert refused.reason == "Too many streams (logs and downloads): 2/2 open"
     assert limiter.verdict("2001:db8::3").allowed  # streams are no jobs: submits still go
     assert isinstance(limiter.open_stream("10.0.0.1"), StreamSlot)  # another client
     first.close()

@@ -1,5 +1,7 @@
 """The hypercorn launcher: announced address, TLS, and graceful shutdown on SIGTERM."""
 
+import contextlib
+import socket
 import ssl
 import threading
 
@@ -58,3 +60,49 @@ def test_https_with_certificate_and_key(start_app, tmp_path):
     assert response.json()["hello"] == "wörld"
     with pytest.raises(httpx.ConnectError):  # a client without the CA refuses the certificate
         httpx.get(f"{server.url}/hello")
+
+
+def test_tls_negotiates_http1_only(start_app, tmp_path):
+    # hypercorn offered h2 by ALPN, and its h2 buffers what the app sends without bound while a
+    # client keeps its flow-control window shut.
+    ca = trustme.CA()
+    cert = ca.issue_cert("127.0.0.1")
+    certfile, keyfile = tmp_path / "cert.pem", tmp_path / "key.pem"
+    cert.cert_chain_pems[0].write_to_path(certfile)
+    cert.private_key_pem.write_to_path(keyfile)
+    server = start_app("--certfile", str(certfile), "--keyfile", str(keyfile))
+    context = ssl.create_default_context()
+    ca.configure_trust(context)
+    context.set_alpn_protocols(["h2", "http/1.1"])
+    host, port = server.url.removeprefix("https://").rsplit(":", 1)
+    raw = socket.create_connection((host, int(port)), timeout=10)
+    with context.wrap_socket(raw, server_hostname=host) as conn:
+        assert conn.selected_alpn_protocol() == "http/1.1"
+        conn.sendall(b"GET /hello HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        assert conn.recv(65536).startswith(b"HTTP/1.1 200 OK\r\n")
+
+
+def exchange(url: str, request: bytes) -> bytes:
+    """Send `request` and read the answer until the server closes the connection."""
+    host, port = url.removeprefix("http://").rsplit(":", 1)
+    answer = b""
+    with socket.create_connection((host, int(port)), timeout=10) as conn:
+        conn.sendall(request)
+        with contextlib.suppress(ConnectionError):
+            while chunk := conn.recv(65536):
+                answer += chunk
+    return answer
+
+
+def test_http2_prior_knowledge_is_refused_and_h2c_upgrade_ignored(app):
+    preface = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
+    settings = b"\x00\x00\x00\x04\x00\x00\x00\x00\x00"  # an empty SETTINGS frame
+    refused = exchange(app.url, preface + settings)
+    assert refused.startswith(b"HTTP/1.1 505 HTTP Version Not Supported\r\n"), refused
+    upgrade = (
+        b"GET /hello HTTP/1.1\r\nHost: x\r\nConnection: Upgrade, HTTP2-Settings, close\r\n"
+        b"Upgrade: h2c\r\nHTTP2-Settings: AAMAAABkAARAAAAAAAIAAAAA\r\n\r\n"
+    )
+    answered = exchange(app.url, upgrade)
+    assert answered.startswith(b"HTTP/1.1 200 OK\r\n"), answered  # not 101 Switching Protocols
+    assert b'"hello"' in answered

@@ -13,10 +13,11 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AbstractAsyncContextManager
 
 from starlette.applications import Starlette
+from starlette.convertors import Convertor, register_url_convertor
 from starlette.datastructures import FormData, UploadFile
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
-from starlette.responses import FileResponse, Response
+from starlette.responses import Response
 from starlette.routing import Route, WebSocketRoute
 from starlette.types import Message, Receive
 from starlette.websockets import WebSocket, WebSocketDisconnect
@@ -26,6 +27,7 @@ from jobrunner.edge import drop_small_body, exception_handlers, refuse_websocket
 from jobrunner.jobs import Follower, Job, Log
 from jobrunner.service import JobService
 from servekit import (
+    ClientFile,
     ClientStream,
     CorsPolicy,
     JSONResponse,
@@ -151,9 +153,19 @@ def build_app(
         return JSONResponse(service.outputs(request.path_params["job_id"]))
 
     async def download(request: Request) -> Response:
-        found = service.download(request.path_params["job_id"], request.path_params["filepath"])
-        return FileResponse(
-            found.path, media_type=found.media_type, filename=found.name, headers=_DOWNLOAD_HEADERS
+        # The slot first: a refused download must not count as downloaded (deletion starts).
+        slot = service.open_stream(client_ip(request, trusted))
+        try:
+            found = service.download(request.path_params["job_id"], request.path_params["filepath"])
+        except BaseException:
+            slot.close()
+            raise
+        return ClientFile(
+            found.path,
+            media_type=found.media_type,
+            filename=found.name,
+            headers=_DOWNLOAD_HEADERS,
+            on_close=slot.close,
         )
 
     async def stats(request: Request) -> Response:
@@ -173,7 +185,7 @@ def build_app(
             return
         try:
             slot = service.open_stream(client_ip(websocket, trusted))
-        except errors.RateLimited as error:
+        except (errors.RateLimited, errors.Busy) as error:  # 429, or 503 short of open files
             await refuse_websocket(websocket, error)
             return
         try:
@@ -204,6 +216,22 @@ def build_app(
     )
 
 
+class _AnyPath(Convertor[str]):
+    """A path that may hold any character: Starlette's `path` convertor (`.*`) stops at a
+    newline, and an output may be named `a\nb` (listed, signed, and then a 404)."""
+
+    regex = "[\\s\\S]*"
+
+    def convert(self, value: str) -> str:
+        return value
+
+    def to_string(self, value: str) -> str:
+        return value
+
+
+register_url_convertor("anypath", _AnyPath())
+
+
 async def _upgrade_required(request: Request) -> Response:
     raise errors.UpgradeRequired("this is a WebSocket endpoint: connect with Upgrade: websocket")
 
@@ -232,7 +260,7 @@ def interface(
             WebSocketRoute("/logs/{job_id}/stream", stream),
             Route("/logs/{job_id}/stream", _upgrade_required),  # plain HTTP: 426
             Route("/outputs/{job_id}", outputs),
-            Route("/download/{job_id}/{filepath:path}", download),
+            Route("/download/{job_id}/{filepath:anypath}", download),
             Route("/stats", stats),
             Route("/environments", environments),
             Route("/health", health),

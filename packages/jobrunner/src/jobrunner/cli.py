@@ -46,7 +46,13 @@ def main() -> None:
 @click.option(
     "--rate-streams",
     type=click.IntRange(1),
-    help="Log streams (GET /logs and the WebSocket) per client IP open at once [8].",
+    help="Log streams (GET /logs and the WebSocket) and downloads per client IP open at once [8].",
+)
+@click.option(
+    "--write-timeout",
+    type=click.FloatRange(0.001),
+    help="Seconds a client may take nothing it is sent (a download, a log) before it is "
+    "dropped [30].",
 )
 @click.option("--retention", type=float, help="Seconds a finished job is kept at most [600].")
 @click.option(
@@ -193,7 +199,7 @@ for _command in client_commands.COMMANDS:  # submit, status, logs, outputs, down
     type=click.IntRange(1),
     default=8,
     show_default=True,
-    help="Log streams (GET /logs and the WebSocket) per client IP open at once.",
+    help="Log streams (GET /logs and the WebSocket) and downloads per client IP open at once.",
 )
 @click.option(
     "--rate-ipv6-prefix",
@@ -225,6 +231,13 @@ for _command in client_commands.COMMANDS:  # submit, status, logs, outputs, down
     "more are refused with 503.",
 )
 @click.option(
+    "--write-timeout",
+    type=click.FloatRange(0.001),
+    default=30.0,
+    show_default=True,
+    help="Seconds a client may take nothing it is sent (a download, a log) before it is dropped.",
+)
+@click.option(
     "--retention",
     type=click.FloatRange(0),
     default=600.0,
@@ -248,6 +261,7 @@ def pool(
     lost_after: int,
     max_streams: int,
     max_uploads: int,
+    write_timeout: float,
     retention: float,
 ) -> None:
     """Run the trusted pool coordinator in front of allowlisted workers."""
@@ -282,7 +296,12 @@ def pool(
             retention=retention,
         )
         app = build_pool_app(coordinator, TrustedProxies(trusted_proxies))
-        serve(app, Listener(host, port, certfile, keyfile), graceful_timeout=5)
+        serve(
+            app,
+            Listener(host, port, certfile, keyfile),
+            graceful_timeout=5,
+            write_timeout=write_timeout,
+        )
     except (ValueError, PermissionError, OSError) as error:
         click.echo(f"jobrunner: {error}", err=True)
         sys.exit(1)

@@ -5,7 +5,7 @@ import os
 import re
 import tomllib
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import msgspec
 
@@ -35,7 +35,7 @@ class Settings(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     rate_cpu_seconds: float = 10.0
     rate_cpu_window: float = 60.0
     rate_ipv6_prefix: int = 64  # IPv6 clients are counted by this network (one host has a /64)
-    rate_streams: int = 8  # log streams (GET /logs and the WebSocket) open at once
+    rate_streams: int = 8  # log streams (GET /logs, the WebSocket) and downloads open at once
     # Per job.
     max_timeout: int = 300
     max_memory_mb: int = 512
@@ -49,9 +49,11 @@ class Settings(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     retention: float = 600.0
     shutdown_grace: float = 30.0
     # Clients: a whole upload must arrive within this; a log follower that takes nothing for
-    # `follower_stall` seconds is closed with 1013.
+    # `follower_stall` seconds is closed with 1013; a connection whose client takes nothing of
+    # what it is sent (a download, a plain log) for `write_timeout` seconds is dropped.
     upload_timeout: float = 60.0
     follower_stall: float = 10.0
+    write_timeout: Annotated[float, msgspec.Meta(gt=0)] = 30.0
 
     @property
     def state(self) -> Path:

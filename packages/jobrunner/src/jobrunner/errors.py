@@ -6,6 +6,7 @@ and the pool alike. The lower-case constructors keep call sites short and are wh
 """
 
 from jobrunner.ratelimit import Verdict
+from servekit import descriptors
 
 
 class JobrunnerError(Exception):
@@ -110,3 +111,10 @@ def invalid_challenge() -> InvalidChallenge:
 
 def shutting_down() -> ShuttingDown:
     return ShuttingDown("the server is shutting down")
+
+
+def keep_descriptors() -> None:
+    """503 when the server has no more than its reserve of open files left: long-lived work (a
+    stream, an upload) waits, so that health checks and short requests are still answered."""
+    if descriptors.running_low():
+        raise Busy("the server is short of open files; try again shortly", retry_after=5)

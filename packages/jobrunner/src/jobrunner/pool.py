@@ -125,7 +125,7 @@ class Pool:
     limits: Limits = field(default_factory=Limits)
     health_interval: float = 2.0
     lost_after: int = 3  # failed health checks in a row before a worker's jobs are lost
-    max_streams: int = 1000  # proxied live logs and downloads at once
+    max_streams: int = 1000  # proxied logs (live and plain) and downloads at once
     max_uploads: int = 32  # uploads in progress at once (each: 1 MiB in memory, the rest on disk)
     api_connections: int = 100  # short upstream requests at once
     api_timeout: float = 30.0  # seconds for a short upstream request
@@ -242,6 +242,7 @@ class Pool:
         jobs. Pass the reservation to `submit`, or to `cancel` if the upload fails."""
         if self.uploads >= self.max_uploads:
             raise errors.Busy(f"{self.uploads} uploads in progress; try again shortly")
+        errors.keep_descriptors()
         reservation = self.limiter.reserve(client_ip)
         if not isinstance(reservation, Reservation):
             # Jobs of this client may have ended since the last look: learn that, then decide.
@@ -316,11 +317,32 @@ class Pool:
         )
 
     def open_stream(self, client_ip: str) -> StreamSlot:
-        """A slot for one proxied log stream of this client, or 429 (see `RateLimiter`)."""
+        """A slot for one proxied stream (a log or a download) of this client, or 429 (see
+        `RateLimiter`); 503 while the pool is short of open files."""
+        errors.keep_descriptors()
         slot = self.limiter.open_stream(client_ip)
         if not isinstance(slot, StreamSlot):
             raise errors.rate_limited(slot)
         return slot
+
+    def open_proxied(self, client_ip: str) -> Callable[[], None]:
+        """Both slots of a plain proxied stream (a log or a download): the client's (429) and one
+        of the pool's `max_streams` (503 when all are taken: never queued behind the streams
+        session's connections). Returns what gives both back (once)."""
+        if self.open_streams >= self.max_streams:
+            raise errors.Busy(f"{self.open_streams} streams proxied at once; try again shortly")
+        slot = self.open_stream(client_ip)
+        self.open_streams += 1
+        released = False
+
+        def close() -> None:
+            nonlocal released
+            if not released:
+                released = True
+                self.open_streams -= 1
+                slot.close()
+
+        return close
 
     # --- reading ---------------------------------------------------------------------------------
 

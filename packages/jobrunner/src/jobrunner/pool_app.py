@@ -60,8 +60,8 @@ def build_pool_app(pool: Pool, trusted: TrustedProxies, max_upload_mb: int = 50)
                 f"records in memory for {pool.retention:g} s.",
                 limits=f"per IP (IPv6: per /{limits.ipv6_prefix}): {limits.cpu_seconds:g} "
                 f"CPU-seconds per {limits.cpu_window:g} s, {limits.concurrent} concurrent jobs, "
-                f"{limits.per_hour} jobs per hour, {limits.streams} log streams at once; "
-                "per job: as the workers say",
+                f"{limits.per_hour} jobs per hour, "
+                f"{limits.streams} streams (logs, downloads) at once; per job: as the workers say",
                 version=__version__,
             )
         )
@@ -121,9 +121,9 @@ def build_pool_app(pool: Pool, trusted: TrustedProxies, max_upload_mb: int = 50)
 
     async def logs(request: Request) -> Response:
         worker, job = pool.route(request.path_params["job_id"])
-        slot = pool.open_stream(client_ip(request, trusted))
+        close = pool.open_proxied(client_ip(request, trusted))
         upstream = f"{worker.url}/logs/{job}"
-        return await proxy(request, upstream, pool.session("streams"), slot.close)
+        return await proxy(request, upstream, pool.session("streams"), close)
 
     async def outputs(request: Request) -> Response:
         worker, job = pool.route(request.path_params["job_id"])
@@ -133,7 +133,8 @@ def build_pool_app(pool: Pool, trusted: TrustedProxies, max_upload_mb: int = 50)
         worker, job = pool.route(request.path_params["job_id"])
         path = output_path(request.path_params["filepath"])
         upstream = f"{worker.url}/download/{job}/{path}"
-        return await proxy(request, upstream, pool.session("streams"))
+        close = pool.open_proxied(client_ip(request, trusted))
+        return await proxy(request, upstream, pool.session("streams"), close)
 
     async def stats(request: Request) -> Response:
         return JSONResponse(pool.stats(client_ip(request, trusted)))
@@ -155,7 +156,7 @@ def build_pool_app(pool: Pool, trusted: TrustedProxies, max_upload_mb: int = 50)
         client = client_ip(websocket, trusted)
         try:
             slot = pool.open_stream(client)
-        except errors.RateLimited as error:
+        except (errors.RateLimited, errors.Busy) as error:  # 429, or 503 short of open files
             await refuse_websocket(websocket, error)
             return
         try:

@@ -1,12 +1,12 @@
 """Per-client-IP limits: concurrent jobs, accepted submits per rolling hour, CPU seconds per minute,
-and log streams (plain and WebSocket) open at once.
+and streams (plain and WebSocket logs, downloads) open at once.
 
 One `verdict()` answers both `POST /submit` and `GET /stats`, so they can never disagree.
 CPU use is a ledger of (time, seconds) increments: running jobs report their CPU as they go, and a
 job's CPU counts for `cpu_window` seconds after it was used. `retry_after` is exact for the hourly
 and CPU limits (the moment enough of the window has expired, if nothing else happens meanwhile).
 A concurrency refusal says 1 second: a slot frees whenever a job ends, which cannot be predicted;
-so does a refused log stream (one frees whenever a reader leaves).
+so does a refused stream (one frees whenever a reader leaves).
 
 Every method takes the client's address and counts it under `servekit.rate_key`: an IPv4 address
 as itself, an IPv6 address as its /64 (`Limits.ipv6_prefix`), so the server and the pool agree.
@@ -31,7 +31,7 @@ class Limits:
     cpu_window: float = 60.0
     hour: float = 3600.0
     ipv6_prefix: int = 64  # IPv6 clients are counted by network: one host holds a whole /64
-    streams: int = 8  # log streams (plain and WebSocket) open at once
+    streams: int = 8  # streams (plain and WebSocket logs, downloads) open at once
 
     def __post_init__(self) -> None:
         rate_key("::", self.ipv6_prefix)  # refuse a prefix length outside 0..128 at once
@@ -52,7 +52,7 @@ class _Client:
     submits: deque[float] = field(default_factory=deque)
     cpu: deque[tuple[float, float]] = field(default_factory=deque)
     running: dict[str, float] = field(default_factory=dict)  # job id -> CPU reported so far
-    streams: int = 0  # log streams open
+    streams: int = 0  # streams open
 
     def idle(self) -> bool:
         return not (self.active or self.submits or self.cpu or self.running or self.streams)
@@ -65,7 +65,8 @@ class Reservation:
 
 
 class StreamSlot:
-    """One open log stream of a client. `close()` gives it back (once, however often called)."""
+    """One open stream (a log or a download) of a client. `close()` gives it back (once,
+    however often called)."""
 
     def __init__(self, limiter: "RateLimiter", key: str) -> None:
         self._limiter: RateLimiter | None = limiter
@@ -169,14 +170,16 @@ class RateLimiter:
         self._forget_if_idle(reservation.key)
 
     def open_stream(self, ip: str) -> Verdict | StreamSlot:
-        """A slot for one log stream (plain or WebSocket), or why not: at most `streams` at once."""
+        """A slot for one stream (a log, plain or WebSocket, or a download), or why not: at most
+        `streams` at once."""
         key = self.key(ip)
         client = self._client(key)
         if client.streams >= self.limits.streams:
+            held = f"{client.streams}/{self.limits.streams}"
             return dataclasses.replace(
                 self.verdict(ip),
                 allowed=False,
-                reason=f"Too many log streams: {client.streams}/{self.limits.streams} open",
+                reason=f"Too many streams (logs and downloads): {held} open",
                 retry_after=1,
             )
         client.streams += 1

@@ -46,7 +46,13 @@ def run_server(config_file: Path | None = None, **overrides: Any) -> None:
     # running jobs get `shutdown_grace` and stay readable. Then the listener closes and open
     # connections get a short drain.
     try:
-        serve(app, listener, graceful_timeout=5, before_shutdown=service.drain)
+        serve(
+            app,
+            listener,
+            graceful_timeout=5,
+            before_shutdown=service.drain,
+            write_timeout=settings.write_timeout,
+        )
     finally:
         if isinstance(runner, Sandbox):
             runner.close()

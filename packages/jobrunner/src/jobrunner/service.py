@@ -198,6 +198,7 @@ class JobService:
         is refused at once instead of after uploading. `cancel` it if the upload fails."""
         if not self.accepting:
             raise errors.shutting_down()
+        errors.keep_descriptors()
         reservation = self.limiter.reserve(client_ip)
         if not isinstance(reservation, Reservation):
             raise errors.rate_limited(reservation)
@@ -465,8 +466,10 @@ class JobService:
         return job.record(self.key.worker_id, position)
 
     def open_stream(self, client_ip: str) -> StreamSlot:
-        """A slot for one log stream of this client (plain or WebSocket), or 429 when it has
-        `rate_streams` open already. Close it when the stream ends."""
+        """A slot for one stream of this client (a log, plain or WebSocket, or a download), or
+        429 when it has `rate_streams` open already (503 while the server is short of open
+        files). Close it when the stream ends."""
+        errors.keep_descriptors()
         slot = self.limiter.open_stream(client_ip)
         if not isinstance(slot, StreamSlot):
             raise errors.rate_limited(slot)
@@ -535,7 +538,7 @@ class JobService:
             "only as long as the rate-limit windows need them.",
             limits=f"per IP: {s.rate_cpu_seconds:g} CPU-seconds per {s.rate_cpu_window:g} s, "
             f"{s.rate_concurrent} concurrent jobs, {s.rate_per_hour} jobs per hour, "
-            f"{s.rate_streams} log streams at once; per "
+            f"{s.rate_streams} streams (logs, downloads) at once; per "
             f"job: {s.max_memory_mb} MB memory, {s.max_timeout} s run time, "
             f"{s.storage_mb} MB storage; uploads up to {s.max_upload_mb} MiB",
             version=__version__,

@@ -2,8 +2,9 @@
 
 Each module holds one idea: `responses` (msgspec JSON), `errors` (the JSON error body and the
 exception handlers that send it), `clientaddr` (who is asking, behind trusted proxies), `cors`
-(the cross-origin policy), `streaming` (bodies and WebSockets that stop when the client leaves)
-and `launcher` (hypercorn with TLS and graceful shutdown).
+(the cross-origin policy), `streaming` (bodies and WebSockets that stop when the client leaves),
+`descriptors` (open files: the limit, a reserve for new clients) and `launcher` (hypercorn,
+HTTP/1.1 only, with TLS, a write timeout and graceful shutdown).
 """
 
 from servekit.clientaddr import TrustedProxies, client_ip, rate_key
@@ -11,11 +12,12 @@ from servekit.cors import CorsPolicy
 from servekit.errors import ErrorBody, HTTPError, error_response, exception_handlers
 from servekit.launcher import Listener, serve
 from servekit.responses import JSONResponse
-from servekit.streaming import ClientStream, first_of, while_connected
+from servekit.streaming import ClientFile, ClientStream, first_of, while_connected
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "ClientFile",
     "ClientStream",
     "CorsPolicy",
     "ErrorBody",

@@ -2,9 +2,19 @@
 
 The launcher binds the listening socket itself and hands it to hypercorn, so port 0 works and the
 real address is known (and announced) before the first request can arrive.
+
+It speaks HTTP/1.1 only, with and without TLS. hypercorn's HTTP/2 takes whatever the app sends into
+its own per-stream buffers and hands it to the socket only as the client's flow-control window
+allows, with no bound: 100 streams of a 10 MB download that never sent `WINDOW_UPDATE` took a
+server from 38 MB to 1 GB, still held after the connection closed. HTTP/1.1 writes wait for the
+socket (backpressure), and the clients of these servers (job APIs, command lines) gain nothing
+from multiplexing. So ALPN offers `http/1.1` alone, the HTTP/2 preface on plain HTTP ("prior
+knowledge") is answered `505 HTTP Version Not Supported` and closed, and `Upgrade: h2c` is
+ignored (the request is answered in HTTP/1.1, as RFC 9110 lets a server do).
 """
 
 import asyncio
+import contextlib
 import logging
 import signal
 import socket
@@ -17,10 +27,14 @@ from typing import Any
 from hypercorn.asyncio import serve as hypercorn_serve
 from hypercorn.config import Config
 
+from servekit import descriptors
+
+log = logging.getLogger("servekit")
+
 
 @dataclass(frozen=True)
 class Listener:
-    """Where a server listens. With a certificate and key it speaks HTTPS (and HTTP/2)."""
+    """Where a server listens. With a certificate and key it speaks HTTPS (HTTP/1.1 only)."""
 
     host: str = "127.0.0.1"
     port: int = 8000
@@ -39,9 +53,17 @@ class Listener:
         host = f"[{self.host}]" if ":" in self.host else self.host
         return f"{'https' if self.tls else 'http'}://{host}:{self.port if port is None else port}"
 
-    def bind(self) -> socket.socket:
+    def bind(self, write_timeout: float | None = None) -> socket.socket:
+        """The listening socket. With `write_timeout`, each connection accepted from it is
+        dropped by the kernel once data it was sent stays unacknowledged (a client that stopped
+        reading: a zero window; or one that vanished) for that many seconds (TCP_USER_TIMEOUT,
+        which accepted sockets inherit; Linux)."""
         family = socket.AF_INET6 if ":" in self.host else socket.AF_INET
-        return socket.create_server((self.host, self.port), family=family, backlog=1024)
+        sock = socket.create_server((self.host, self.port), family=family, backlog=1024)
+        if write_timeout is not None and hasattr(socket, "TCP_USER_TIMEOUT"):
+            milliseconds = max(1, round(write_timeout * 1000))
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_USER_TIMEOUT, milliseconds)
+        return sock
 
 
 def _send_reason_phrases() -> None:
@@ -69,6 +91,77 @@ def _send_reason_phrases() -> None:
     _writers.WRITERS[(SERVER, SEND_RESPONSE)] = write_response
 
 
+class _Http2Refused(Exception):
+    """The HTTP/2 connection preface arrived on an HTTP/1.1 connection (answered 505)."""
+
+
+def _http1_only() -> None:
+    """Make hypercorn answer the HTTP/2 preface with `505` and ignore `Upgrade: h2c` (see the
+    module's docstring). Its h11 protocol decides in one method, `_check_protocol`, whether a
+    request switches the connection to HTTP/2; ours never does. The wrapper that would then
+    switch protocols closes the connection instead."""
+    from hypercorn.events import Closed
+    from hypercorn.protocol import ProtocolWrapper
+    from hypercorn.protocol.h11 import H11Protocol
+
+    if getattr(H11Protocol._check_protocol, "http1_only", False):
+        return
+
+    async def check_protocol(self: H11Protocol, event: Any) -> None:
+        if event.method == b"PRI" and event.target == b"*" and event.http_version == b"2.0":
+            await self._send_error_response(505)
+            raise _Http2Refused
+
+    wrapped = ProtocolWrapper.handle
+
+    async def handle(self: ProtocolWrapper, event: Any) -> None:
+        try:
+            await wrapped(self, event)
+        except _Http2Refused:
+            await self.send(Closed())
+
+    check_protocol.http1_only = True  # type: ignore[attr-defined]
+    H11Protocol._check_protocol = check_protocol  # type: ignore[method-assign]
+    ProtocolWrapper.handle = handle  # type: ignore[method-assign]
+
+
+def _timed_out_is_closed() -> None:
+    """A connection the kernel dropped for the write timeout fails with ETIMEDOUT, which hypercorn
+    does not expect where it expects a reset (ECONNRESET): the app's `send` raised it and the
+    connection's task logged a traceback. Both places now treat it as the reset it amounts to."""
+    from hypercorn.asyncio.tcp_server import TCPServer
+    from hypercorn.events import Closed
+
+    if getattr(TCPServer.protocol_send, "timed_out_is_closed", False):
+        return
+    protocol_send, close = TCPServer.protocol_send, TCPServer._close
+
+    async def send(self: TCPServer, event: Any) -> None:
+        try:
+            await protocol_send(self, event)
+        except TimeoutError:
+            await self.protocol.handle(Closed())
+
+    async def closed(self: TCPServer) -> None:
+        with contextlib.suppress(TimeoutError):
+            await close(self)
+
+    send.timed_out_is_closed = True  # type: ignore[attr-defined]
+    TCPServer.protocol_send = send  # type: ignore[method-assign]
+    TCPServer._close = closed  # type: ignore[method-assign]
+
+
+def _open_files() -> None:
+    """Raise the soft limit of open files to the hard one, and keep the accept loop's complaint
+    when they run out to one line a minute (see `servekit.descriptors`)."""
+    before, after = descriptors.raise_limit()
+    if after != before:
+        log.info("open files: soft limit raised from %d to %d", before, after)
+    loop = asyncio.get_running_loop()
+    if not isinstance(loop.get_exception_handler(), descriptors.QuietAccept):
+        loop.set_exception_handler(descriptors.QuietAccept(loop))
+
+
 def _announce(url: str) -> None:
     print(f"listening on {url}", file=sys.stderr, flush=True)
 
@@ -82,26 +175,33 @@ async def serve_async(
     stop: asyncio.Event | None = None,
     before_shutdown: Callable[[], Awaitable[None]] | None = None,
     max_websocket_message: int = 64 * 1024,
+    write_timeout: float | None = None,
 ) -> None:
     """Serve until SIGTERM/SIGINT (or `stop` is set), then finish open requests and return.
 
     `before_shutdown` runs once the signal came and while the server still answers (a service
     refusing new work with 503 while its running work ends); the listener closes after it.
     A WebSocket message from a client larger than `max_websocket_message` closes its connection
-    (1009): hypercorn holds a whole message before the app sees it, 16 MiB by default."""
+    (1009): hypercorn holds a whole message before the app sees it, 16 MiB by default.
+    A client that takes nothing of what it is sent for `write_timeout` seconds is dropped (see
+    `Listener.bind`)."""
     stop = stop or asyncio.Event()
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, stop.set)
 
     _send_reason_phrases()
-    sock = listener.bind()
+    _http1_only()
+    _timed_out_is_closed()
+    _open_files()
+    sock = listener.bind(write_timeout)
     port = sock.getsockname()[1]
     config = Config()
     # hypercorn owns the descriptor from here on and closes it when it stops.
     config.bind = [f"fd://{sock.detach()}"]
     config.certfile = listener.certfile
     config.keyfile = listener.keyfile
+    config.alpn_protocols = ["http/1.1"]  # never h2 (see the module's docstring)
     config.graceful_timeout = graceful_timeout
     config.websocket_max_message_size = max_websocket_message
     config.errorlog = logging.getLogger("hypercorn.error")

@@ -18,8 +18,9 @@ WebSocket client left only from `receive`, which such a handler never calls.
 import asyncio
 import contextlib
 from collections.abc import AsyncIterable, Awaitable, Callable, Mapping
+from typing import Any
 
-from starlette.responses import StreamingResponse
+from starlette.responses import FileResponse, StreamingResponse
 from starlette.types import Receive, Scope, Send
 from starlette.websockets import WebSocket
 
@@ -83,6 +84,24 @@ class ClientStream(StreamingResponse):
             aclose = getattr(self.content, "aclose", None)  # an async generator's `finally` runs
             if aclose is not None:
                 await aclose()
+            if self.on_close is not None:
+                self.on_close()
+
+
+class ClientFile(FileResponse):
+    """A file response with `on_close` run once however it ends (a per-client slot given back,
+    say), the client reading it to the end, leaving, or being dropped."""
+
+    def __init__(
+        self, *args: Any, on_close: Callable[[], None] | None = None, **kwargs: Any
+    ) -> None:
+        super().__init__(*args, **kwargs)
+        self.on_close = on_close
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
             if self.on_close is not None:
                 self.on_close()
 
