@@ -6,7 +6,6 @@ and the pool alike. The lower-case constructors keep call sites short and are wh
 """
 
 from jobrunner.ratelimit import Verdict
-from servekit import descriptors
 
 
 class JobrunnerError(Exception):
@@ -113,8 +112,7 @@ def shutting_down() -> ShuttingDown:
     return ShuttingDown("the server is shutting down")
 
 
-def keep_descriptors() -> None:
-    """503 when the server has no more than its reserve of open files left: long-lived work (a
-    stream, an upload) waits, so that health checks and short requests are still answered."""
-    if descriptors.running_low():
-        raise Busy("the server is short of open files; try again shortly", retry_after=5)
+def short_of_files() -> Busy:
+    """Long-lived work (a stream, an upload) waits while the server has no more than its reserve
+    of open files left, so that health checks and short requests are still answered."""
+    return Busy("the server is short of open files; try again shortly", retry_after=5)

@@ -57,6 +57,7 @@ from jobrunner.wire import (
     WorkerMetadata,
     decode_status,
 )
+from servekit import descriptors
 
 log = logging.getLogger("jobrunner.pool")
 # What a job id may look like before the pool ever puts one into an upstream URL.
@@ -242,7 +243,8 @@ class Pool:
         jobs. Pass the reservation to `submit`, or to `cancel` if the upload fails."""
         if self.uploads >= self.max_uploads:
             raise errors.Busy(f"{self.uploads} uploads in progress; try again shortly")
-        errors.keep_descriptors()
+        if descriptors.running_low():
+            raise errors.short_of_files()
         reservation = self.limiter.reserve(client_ip)
         if not isinstance(reservation, Reservation):
             # Jobs of this client may have ended since the last look: learn that, then decide.
@@ -319,7 +321,8 @@ class Pool:
     def open_stream(self, client_ip: str) -> StreamSlot:
         """A slot for one proxied stream (a log or a download) of this client, or 429 (see
         `RateLimiter`); 503 while the pool is short of open files."""
-        errors.keep_descriptors()
+        if descriptors.running_low():
+            raise errors.short_of_files()
         slot = self.limiter.open_stream(client_ip)
         if not isinstance(slot, StreamSlot):
             raise errors.rate_limited(slot)

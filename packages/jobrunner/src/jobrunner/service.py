@@ -40,6 +40,7 @@ from jobrunner.wire import (
 from jobrunner.wire import (
     Environments as EnvironmentListing,
 )
+from servekit import descriptors
 
 log = logging.getLogger("jobrunner")
 # Threads besides one per job slot: uploads, hashing, deletion and environment builds.
@@ -198,7 +199,8 @@ class JobService:
         is refused at once instead of after uploading. `cancel` it if the upload fails."""
         if not self.accepting:
             raise errors.shutting_down()
-        errors.keep_descriptors()
+        if descriptors.running_low():
+            raise errors.short_of_files()
         reservation = self.limiter.reserve(client_ip)
         if not isinstance(reservation, Reservation):
             raise errors.rate_limited(reservation)
@@ -469,7 +471,8 @@ class JobService:
         """A slot for one stream of this client (a log, plain or WebSocket, or a download), or
         429 when it has `rate_streams` open already (503 while the server is short of open
         files). Close it when the stream ends."""
-        errors.keep_descriptors()
+        if descriptors.running_low():
+            raise errors.short_of_files()
         slot = self.limiter.open_stream(client_ip)
         if not isinstance(slot, StreamSlot):
             raise errors.rate_limited(slot)
