@@ -126,9 +126,10 @@ def test_pool_settings_from_each_source_in_order(tmp_path, monkeypatch):
     settings = load_pool(config)
     assert (settings.workers, settings.port, settings.lost_after) == ("w.toml", 9000, 5)
     assert settings.rate_streams == 8 and settings.host == "127.0.0.1"  # the defaults
+    monkeypatch.setenv("JOBRUNNER_PORT", "9999")  # a worker's variable: not the pool's
+    assert load_pool(config).port == 9000
     monkeypatch.setenv("JOBRUNNER_POOL_PORT", "9100")
     monkeypatch.setenv("JOBRUNNER_POOL_TRUSTED_PROXIES", "10.0.0.2,10.0.0.3")
-    monkeypatch.setenv("JOBRUNNER_PORT", "9999")  # a worker's variable: not the pool's
     settings = load_pool(config)
     assert settings.port == 9100 and settings.max_uploads == 4
     assert settings.trusted_proxies == ["10.0.0.2", "10.0.0.3"]
