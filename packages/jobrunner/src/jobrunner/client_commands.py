@@ -192,15 +192,7 @@ def submit(
             f"{record.execution_metadata.cpu_seconds} CPU-s",
             err=True,
         )
-        for pattern in _unmatched(outputs, record):
-            _say(
-                f"jobrunner: --output {pattern!r} matched no file of the job's work dir (paths "
-                "are relative to it; `*` and `?` stay within one directory, `**` crosses them, "
-                "`dir/` is everything below dir)",
-                err=True,
-            )
-        if not outputs and not record.output_files:
-            _say(f"jobrunner: {_why_no_outputs(record)}", err=True)
+        _say_what_matched_nothing(outputs, record)
         if download_dir is not None:
             for saved in await client.download_all(job.job_id, download_dir):
                 _say(f"downloaded {saved}", err=True)
@@ -273,13 +265,33 @@ def _why_no_outputs(record: "StatusRecord") -> str:
     it; `submit --output` names the ones that matched nothing)."""
     if record.status in ("queued", "running"):
         return f"no outputs yet: the job is {record.status}; they are copied out when it ends"
-    if record.failure in ("sandbox_error", "environment_error"):
+    if _did_not_run(record):
         return f"no outputs: the job did not run ({record.failure}; its log says why)"
     return (
         f"no outputs: when the job ended ({record.status}), no file in its work dir matched its "
         "outputs patterns (`**`, every file, unless the manifest gave `outputs`); its log "
         "names files that matched but were not copied out"
     )
+
+
+def _say_what_matched_nothing(patterns: tuple[str, ...], record: "StatusRecord") -> None:
+    """After a job ends: each --output pattern no output matches, or why there are none."""
+    if record.output_files and not patterns:
+        return
+    if not record.output_files and (not patterns or _did_not_run(record)):
+        _say(f"jobrunner: {_why_no_outputs(record)}", err=True)
+        return
+    for pattern in _unmatched(patterns, record):
+        _say(
+            f"jobrunner: --output {pattern!r} matched no file of the job's work dir (paths are "
+            "relative to it; `*` and `?` stay within one directory, `**` crosses them, `dir/` "
+            "is everything below dir)",
+            err=True,
+        )
+
+
+def _did_not_run(record: "StatusRecord") -> bool:
+    return record.failure in ("sandbox_error", "environment_error")
 
 
 def _unmatched(patterns: tuple[str, ...], record: "StatusRecord") -> list[str]:
