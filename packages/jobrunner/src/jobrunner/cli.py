@@ -42,23 +42,61 @@ def main() -> None:
 )
 @click.option("--rate-concurrent", type=int, help="Concurrent jobs per client IP [2].")
 @click.option("--rate-per-hour", type=int, help="Accepted submits per client IP per hour [20].")
-@click.option("--rate-cpu-seconds", type=float, help="CPU seconds per client IP per minute [10].")
+@click.option(
+    "--rate-cpu-seconds",
+    type=float,
+    help="CPU seconds per client IP per --rate-cpu-window [10].",
+)
+@click.option(
+    "--rate-cpu-window",
+    type=float,
+    help="Seconds over which a client IP's CPU seconds are counted [60].",
+)
+@click.option(
+    "--rate-ipv6-prefix",
+    type=click.IntRange(0, 128),
+    help="IPv6 clients share limits per network of this prefix length [64].",
+)
 @click.option(
     "--rate-streams",
     type=click.IntRange(1),
     help="Log streams (GET /logs and the WebSocket) and downloads per client IP open at once [8].",
 )
+@click.option("--max-timeout", type=int, help="Seconds a job may run at most [300].")
+@click.option("--max-memory-mb", type=int, help="Memory a job may use at most, in MiB [512].")
+@click.option("--storage-mb", type=int, help="Size of a job's work dir (tmpfs), in MiB [100].")
+@click.option(
+    "--max-entries", type=int, help="Files and directories an upload may hold at most [10000]."
+)
+@click.option("--max-upload-mb", type=int, help="Size of an upload at most, in MiB [50].")
+@click.option("--max-outputs", type=int, help="Output files kept per job at most [1000].")
+@click.option("--log-cap-mb", type=int, help="Size of a job's log at most, in MiB [10].")
 @click.option(
     "--write-timeout",
     type=click.FloatRange(0.001),
     help="Seconds a client may take nothing it is sent (a download, a log) before it is "
     "dropped [30].",
 )
+@click.option(
+    "--upload-timeout",
+    type=float,
+    help="Seconds a whole upload may take to arrive and be unpacked (then 408) [60].",
+)
+@click.option(
+    "--follower-stall",
+    type=float,
+    help="Seconds a live-log reader may take nothing before it is closed (1013) [10].",
+)
 @click.option("--retention", type=float, help="Seconds a finished job is kept at most [600].")
 @click.option(
     "--delete-after-download",
     type=float,
     help="Seconds a job is kept once every output was downloaded [60].",
+)
+@click.option(
+    "--shutdown-grace",
+    type=float,
+    help="Seconds running jobs get to finish after SIGTERM [30].",
 )
 @click.option("--templates-dir", help="TOML templates that replace packaged ones by name.")
 @click.option(
@@ -103,7 +141,10 @@ def _environments(
 
 _env_options = [
     click.option(
-        "--config", "config_file", type=click.Path(exists=True, dir_okay=False, path_type=Path)
+        "--config",
+        "config_file",
+        type=click.Path(exists=True, dir_okay=False, path_type=Path),
+        help="The server's TOML file of settings (for its state_dir and templates_dir).",
     ),
     click.option("--state-dir", help="The server's state dir."),
     click.option("--templates-dir", help="TOML templates that replace packaged ones by name."),
@@ -172,136 +213,83 @@ for _command in client_commands.COMMANDS:  # submit, status, logs, outputs, down
 
 @main.command()
 @click.option(
-    "--workers",
-    "workers_file",
-    required=True,
+    "--config",
+    "config_file",
     type=click.Path(exists=True, dir_okay=False, path_type=Path),
-    help="TOML allowlist: [[worker]] url, key (base64 public key), capacity.",
+    help="TOML file of the pool's settings (keys as the options, with _ for -).",
 )
-@click.option("--host", default="127.0.0.1", show_default=True)
-@click.option("--port", type=int, default=8090, show_default=True)
-@click.option("--state-dir", help="Where the pool's own key lives.")
-@click.option("--certfile", help="TLS certificate (PEM).")
+@click.option(
+    "--workers",
+    type=click.Path(exists=True, dir_okay=False),
+    help="TOML allowlist: [[worker]] url, key (base64 public key), capacity (required).",
+)
+@click.option("--host", help="Address to listen on [127.0.0.1].")
+@click.option("--port", type=int, help="Port to listen on (0: any free port) [8090].")
+@click.option(
+    "--state-dir", help="Where the pool's own key lives [/var/lib/jobrunner-pool as root]."
+)
+@click.option("--certfile", help="TLS certificate (PEM): serve HTTPS.")
 @click.option("--keyfile", help="TLS private key (PEM).")
-@click.option("--trusted-proxy", "trusted_proxies", multiple=True)
+@click.option(
+    "--trusted-proxy",
+    "trusted_proxies",
+    multiple=True,
+    help="Address or network whose X-Forwarded-For is believed (repeatable).",
+)
 @click.option(
     "--health-interval",
-    type=float,
-    default=2.0,
-    show_default=True,
-    help="Seconds between signed health challenges to each worker.",
+    type=click.FloatRange(0, min_open=True),
+    help="Seconds between signed health challenges to each worker [2].",
 )
-@click.option("--rate-concurrent", type=int, default=2, show_default=True)
-@click.option("--rate-per-hour", type=int, default=20, show_default=True)
-@click.option("--rate-cpu-seconds", type=float, default=10.0, show_default=True)
+@click.option("--rate-concurrent", type=int, help="Concurrent jobs per client IP [2].")
+@click.option("--rate-per-hour", type=int, help="Accepted submits per client IP per hour [20].")
+@click.option("--rate-cpu-seconds", type=float, help="CPU seconds per client IP per minute [10].")
 @click.option(
     "--rate-streams",
     type=click.IntRange(1),
-    default=8,
-    show_default=True,
-    help="Log streams (GET /logs and the WebSocket) and downloads per client IP open at once.",
+    help="Log streams (GET /logs and the WebSocket) and downloads per client IP open at once [8].",
 )
 @click.option(
     "--rate-ipv6-prefix",
     type=click.IntRange(0, 128),
-    default=64,
-    show_default=True,
-    help="IPv6 clients share limits per network of this prefix length.",
+    help="IPv6 clients share limits per network of this prefix length [64].",
 )
 @click.option(
     "--lost-after",
     type=click.IntRange(1),
-    default=3,
-    show_default=True,
-    help="Failed health checks in a row before a worker's jobs are reported worker_lost.",
+    help="Failed health checks in a row before a worker's jobs are reported worker_lost [3].",
 )
 @click.option(
     "--max-streams",
     type=click.IntRange(1),
-    default=1000,
-    show_default=True,
-    help="Live logs and downloads proxied at once (more are refused, never queued).",
+    help="Live logs and downloads proxied at once (more are refused, never queued) [1000].",
 )
 @click.option(
     "--max-uploads",
     type=click.IntRange(1),
-    default=32,
-    show_default=True,
     help="Uploads in progress at once (each holds 1 MiB of memory, the rest on disk); "
-    "more are refused with 503.",
+    "more are refused with 503 [32].",
 )
 @click.option(
     "--write-timeout",
     type=click.FloatRange(0.001),
-    default=30.0,
-    show_default=True,
-    help="Seconds a client may take nothing it is sent (a download, a log) before it is dropped.",
+    help="Seconds a client may take nothing it is sent (a download, a log) before it is "
+    "dropped [30].",
 )
 @click.option(
     "--retention",
     type=click.FloatRange(0),
-    default=600.0,
-    show_default=True,
-    help="Seconds the pool keeps a finished job's status record.",
+    help="Seconds the pool keeps a finished job's status record [600].",
 )
-def pool(
-    workers_file: Path,
-    host: str,
-    port: int,
-    state_dir: str | None,
-    certfile: str | None,
-    keyfile: str | None,
-    trusted_proxies: tuple[str, ...],
-    health_interval: float,
-    rate_concurrent: int,
-    rate_per_hour: int,
-    rate_cpu_seconds: float,
-    rate_streams: int,
-    rate_ipv6_prefix: int,
-    lost_after: int,
-    max_streams: int,
-    max_uploads: int,
-    write_timeout: float,
-    retention: float,
-) -> None:
-    """Run the trusted pool coordinator in front of allowlisted workers."""
-    import logging
+def pool(config_file: Path | None, trusted_proxies: tuple[str, ...], **options: Any) -> None:
+    """Run the trusted pool coordinator in front of allowlisted workers. Settings come from
+    --config FILE, JOBRUNNER_POOL_<KEY> variables and these options (each beats the one before)."""
+    from jobrunner.config import load_pool
+    from jobrunner.pool_server import run_pool
 
-    from jobrunner.config import default_state_dir
-    from jobrunner.pool import Pool, Worker, load_workers
-    from jobrunner.pool_app import build_pool_app
-    from jobrunner.ratelimit import Limits
-    from jobrunner.signing import WorkerKey
-    from servekit import Listener, TrustedProxies, serve
-
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     try:
-        entries = load_workers(workers_file)
-        state = Path(state_dir or default_state_dir() + "-pool")
-        key = WorkerKey.load_or_create(state / "pool.key")
-        coordinator = Pool(
-            [Worker(entry) for entry in entries],
-            key,
-            Limits(
-                rate_concurrent,
-                rate_per_hour,
-                rate_cpu_seconds,
-                ipv6_prefix=rate_ipv6_prefix,
-                streams=rate_streams,
-            ),
-            health_interval=health_interval,
-            lost_after=lost_after,
-            max_streams=max_streams,
-            max_uploads=max_uploads,
-            retention=retention,
-        )
-        app = build_pool_app(coordinator, TrustedProxies(trusted_proxies))
-        serve(
-            app,
-            Listener(host, port, certfile, keyfile),
-            graceful_timeout=5,
-            write_timeout=write_timeout,
-        )
+        settings = load_pool(config_file, trusted_proxies=list(trusted_proxies) or None, **options)
+        run_pool(settings)
     except (ValueError, PermissionError, OSError) as error:
         click.echo(f"jobrunner: {error}", err=True)
         sys.exit(1)

@@ -15,6 +15,7 @@ are percent-encoded into URLs, never pasted.
 """
 
 import io
+import ssl
 import tarfile
 from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
@@ -28,7 +29,7 @@ from yarl import URL
 from jobrunner.signing import RecordProblem, check_record, verify_record
 from jobrunner.wire import OutputListing, StatusRecord, SubmitResult
 
-__all__ = ["Client", "JobrunnerError", "RecordProblem", "pack", "verify"]
+__all__ = ["Client", "JobrunnerError", "RecordProblem", "pack", "server_url", "verify"]
 T = TypeVar("T")
 
 DEFAULT_SERVER = "http://127.0.0.1:8080"
@@ -86,6 +87,25 @@ def verify(
     return verify_record(record, worker_id, job_id=job_id, job_hash=job_hash)
 
 
+def server_url(text: str) -> str:
+    """The server's base URL, checked: `host:port` without a scheme means `http://host:port`
+    (as curl reads it); anything but an http or https URL with a host is a ValueError that says
+    what was given, never aiohttp's traceback at the first request."""
+    given = text.strip()
+    url_text = given if "://" in given else f"http://{given}"
+    try:
+        url = URL(url_text)
+        url.port  # noqa: B018 -- a port that is not a number raises here, not mid-request
+    except ValueError as error:
+        raise ValueError(f"the server {given!r} is not a URL ({error})") from None
+    if url.scheme not in ("http", "https") or not url.host:
+        raise ValueError(
+            f"the server {given!r} is not an http:// or https:// URL "
+            "(give e.g. http://127.0.0.1:8080)"
+        )
+    return url_text.rstrip("/")
+
+
 def _segment(text: str) -> str:
     return quote(text, safe="")
 
@@ -95,15 +115,34 @@ def _output_path(path: str) -> str:
 
 
 class Client:
-    def __init__(self, server: str = DEFAULT_SERVER, *, timeout: float = 60.0) -> None:
-        self.server = server.rstrip("/")
+    def __init__(
+        self,
+        server: str = DEFAULT_SERVER,
+        *,
+        timeout: float = 60.0,
+        cacert: str | Path | None = None,
+    ) -> None:
+        """`cacert`: a PEM file of the CA(s) that a https server's certificate must chain to,
+        instead of the system's (a private CA, a self-signed server)."""
+        self.server = server_url(server)
         self._timeout = aiohttp.ClientTimeout(total=None, sock_connect=timeout, sock_read=timeout)
+        self._ssl: ssl.SSLContext | bool = True
+        if cacert is not None:
+            try:
+                self._ssl = ssl.create_default_context(cafile=str(cacert))
+            except OSError as error:  # missing, unreadable, or not PEM (ssl.SSLError)
+                raise ValueError(f"the CA file {cacert} cannot be used: {error}") from None
         self._session: aiohttp.ClientSession | None = None
         # job id -> the job hash its submit answer announced: what its signed result must carry
         self.submitted: dict[str, str | None] = {}
 
+    def _new_session(self) -> aiohttp.ClientSession:
+        return aiohttp.ClientSession(
+            timeout=self._timeout, connector=aiohttp.TCPConnector(ssl=self._ssl)
+        )
+
     async def __aenter__(self) -> "Client":
-        self._session = aiohttp.ClientSession(timeout=self._timeout)
+        self._session = self._new_session()
         return self
 
     async def __aexit__(self, *exc: object) -> None:
@@ -117,7 +156,7 @@ class Client:
     @property
     def session(self) -> aiohttp.ClientSession:
         if self._session is None:
-            self._session = aiohttp.ClientSession(timeout=self._timeout)
+            self._session = self._new_session()
         return self._session
 
     async def _raise_for_error(self, response: aiohttp.ClientResponse) -> None:

@@ -14,16 +14,32 @@ import click
 
 if TYPE_CHECKING:
     from jobrunner.client import Client
+    from jobrunner.wire import StatusRecord
 
 T = TypeVar("T")
 
-server_option = click.option(
+_server = click.option(
     "--server",
     envvar="JOBRUNNER_SERVER",
     default="http://127.0.0.1:8080",
     show_default=True,
-    help="The jobrunner server or pool [$JOBRUNNER_SERVER].",
+    help="The jobrunner server or pool [$JOBRUNNER_SERVER]; host:port means http://host:port.",
 )
+_cacert = click.option(
+    "--cacert",
+    envvar="JOBRUNNER_CACERT",
+    type=click.Path(exists=True, dir_okay=False),
+    help="PEM file of the CA that an https server's certificate must chain to, instead of the "
+    "system's [$JOBRUNNER_CACERT].",
+)
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def server_option(function: F) -> F:
+    """--server and --cacert: where the server is and whom to trust for it."""
+    return _server(_cacert(function))
+
+
 raw_option = click.option(
     "--raw",
     is_flag=True,
@@ -42,16 +58,22 @@ def _fail(text: str) -> None:
     sys.exit(1)
 
 
-def _client_call(server: str, action: "Callable[[Client], Awaitable[T]]") -> T:
+def _client_call(server: str, cacert: str | None, action: "Callable[[Client], Awaitable[T]]") -> T:
     """Run `action(client)` against the server; its errors become one line and exit 1."""
     import asyncio
 
+    import aiohttp
     import msgspec
 
     from jobrunner.client import Client, JobrunnerError, RecordProblem
 
+    try:
+        client = Client(server, cacert=cacert)
+    except ValueError as error:  # a server that is no http(s) URL, a CA file that is no CA
+        _fail(str(error))
+
     async def run() -> T:
-        async with Client(server) as client:
+        async with client:
             return await action(client)
 
     try:
@@ -62,6 +84,11 @@ def _client_call(server: str, action: "Callable[[Client], Awaitable[T]]") -> T:
         _fail(f"the server's answer does not hold: {error}")
     except msgspec.DecodeError as error:
         _fail(f"the server's answer is not what this client understands: {error}")
+    except aiohttp.ClientConnectorCertificateError as error:
+        _fail(
+            f"cannot reach the server: {error.certificate_error} (a server whose certificate is "
+            "from a private CA: --cacert FILE)"
+        )
     except OSError as error:  # aiohttp's connection errors are OSErrors
         _fail(f"cannot reach the server: {error}")
     raise AssertionError("unreachable")
@@ -115,6 +142,7 @@ def submit(
     download_dir: Path | None,
     raw: bool,
     server: str,
+    cacert: str | None,
 ) -> None:
     """Pack PATH (a directory or a file), run it, and optionally follow and download it.
 
@@ -164,6 +192,7 @@ def submit(
             f"{record.execution_metadata.cpu_seconds} CPU-s",
             err=True,
         )
+        _say_what_matched_nothing(outputs, record)
         if download_dir is not None:
             for saved in await client.download_all(job.job_id, download_dir):
                 _say(f"downloaded {saved}", err=True)
@@ -175,19 +204,19 @@ def submit(
         _say(f"signature valid (worker {record.worker_metadata.worker_id})", err=True)
         return 0 if record.status == "completed" else 1
 
-    sys.exit(_client_call(server, run))
+    sys.exit(_client_call(server, cacert, run))
 
 
 @click.command()
 @click.argument("job_id")
 @server_option
-def status(job_id: str, server: str) -> None:
+def status(job_id: str, server: str, cacert: str | None) -> None:
     """A job's status record (JSON). An id that starts with '-' goes after '--'."""
     import msgspec
 
     from jobrunner.terminal import json_for_terminal
 
-    record = _client_call(server, lambda client: client.status(job_id))
+    record = _client_call(server, cacert, lambda client: client.status(job_id))
     text = msgspec.json.format(msgspec.json.encode(record), indent=2).decode()
     click.echo(json_for_terminal(text))
 
@@ -197,7 +226,7 @@ def status(job_id: str, server: str) -> None:
 @click.option("--follow", "-f", is_flag=True, help="Keep showing the log until the job ends.")
 @raw_option
 @server_option
-def logs(job_id: str, follow: bool, raw: bool, server: str) -> None:
+def logs(job_id: str, follow: bool, raw: bool, server: str, cacert: str | None) -> None:
     """A job's output so far (or live, with -f). On a terminal, control characters are shown
     as escapes (\\x1b), never obeyed; --raw writes them as they are."""
     write = _log_writer(raw)
@@ -209,19 +238,71 @@ def logs(job_id: str, follow: bool, raw: bool, server: str) -> None:
         async for text in client.follow(job_id):
             write(text)
 
-    _client_call(server, run)
+    _client_call(server, cacert, run)
 
 
 @click.command()
 @click.argument("job_id")
 @server_option
-def outputs(job_id: str, server: str) -> None:
-    """A job's output files."""
-    from jobrunner.wire import FileEntry
+def outputs(job_id: str, server: str, cacert: str | None) -> None:
+    """A job's output files; when it has none, why (on stderr)."""
+    from jobrunner.wire import FileEntry, OutputListing, StatusRecord
 
-    for entry in _client_call(server, lambda client: client.outputs(job_id)).outputs:
+    async def run(client: "Client") -> tuple[OutputListing, StatusRecord | None]:
+        listing = await client.outputs(job_id)
+        return listing, None if listing.outputs else await client.status(job_id)
+
+    listing, record = _client_call(server, cacert, run)
+    for entry in listing.outputs:
         size = f"{entry.size_bytes:>12}" if isinstance(entry, FileEntry) else f"{'dir':>12}"
         _say(f"{size}  {entry.path}")
+    if record is not None:
+        _say(f"jobrunner: {_why_no_outputs(record)}", err=True)
+
+
+def _why_no_outputs(record: "StatusRecord") -> str:
+    """What the server's record tells about an empty listing (the manifest's patterns are not in
+    it; `submit --output` names the ones that matched nothing)."""
+    if record.status in ("queued", "running"):
+        return f"no outputs yet: the job is {record.status}; they are copied out when it ends"
+    if _did_not_run(record):
+        return f"no outputs: the job did not run ({record.failure}; its log says why)"
+    return (
+        f"no outputs: when the job ended ({record.status}), no file in its work dir matched its "
+        "outputs patterns (`**`, every file, unless the manifest gave `outputs`); its log "
+        "names files that matched but were not copied out"
+    )
+
+
+def _say_what_matched_nothing(patterns: tuple[str, ...], record: "StatusRecord") -> None:
+    """After a job ends: each --output pattern no output matches, or why there are none."""
+    if record.output_files and not patterns:
+        return
+    if not record.output_files and (not patterns or _did_not_run(record)):
+        _say(f"jobrunner: {_why_no_outputs(record)}", err=True)
+        return
+    for pattern in _unmatched(patterns, record):
+        _say(
+            f"jobrunner: --output {pattern!r} matched no file of the job's work dir (paths are "
+            "relative to it; `*` and `?` stay within one directory, `**` crosses them, `dir/` "
+            "is everything below dir)",
+            err=True,
+        )
+
+
+def _did_not_run(record: "StatusRecord") -> bool:
+    return record.failure in ("sandbox_error", "environment_error")
+
+
+def _unmatched(patterns: tuple[str, ...], record: "StatusRecord") -> list[str]:
+    """The --output patterns that no output of the finished job matches."""
+    from jobrunner.sandbox.workdir import Patterns
+
+    return [
+        pattern
+        for pattern in patterns
+        if not any(Patterns([pattern]).matches(path) for path in record.output_files)
+    ]
 
 
 @click.command()
@@ -236,7 +317,9 @@ def outputs(job_id: str, server: str) -> None:
     help="Where to save them.",
 )
 @server_option
-def download(job_id: str, paths: tuple[str, ...], directory: Path, server: str) -> None:
+def download(
+    job_id: str, paths: tuple[str, ...], directory: Path, server: str, cacert: str | None
+) -> None:
     """Download output files (all of them when none are named)."""
 
     async def run(client: "Client") -> list[Path]:
@@ -245,7 +328,7 @@ def download(job_id: str, paths: tuple[str, ...], directory: Path, server: str) 
         return await client.download_all(job_id, directory)
 
     try:
-        saved_files = _client_call(server, run)
+        saved_files = _client_call(server, cacert, run)
     except ValueError as error:  # a path that would leave the directory
         _fail(str(error))
     for saved in saved_files:

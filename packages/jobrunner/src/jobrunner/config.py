@@ -1,13 +1,19 @@
-"""Server settings: defaults are the interface's limits; a TOML file, JOBRUNNER_* variables and
-command-line options override them, in that order of increasing precedence."""
+"""Server and pool settings: defaults are the interface's limits; a TOML file, variables
+(JOBRUNNER_* for the server, JOBRUNNER_POOL_* for the pool) and command-line options override
+them, in that order of increasing precedence. Every field is also a command-line option of the
+same name (`jobrunner serve`, `jobrunner pool`), with a help text."""
 
 import os
 import re
 import tomllib
+import typing
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, TypeVar
 
 import msgspec
+
+S = TypeVar("S", bound=msgspec.Struct)
+Positive = Annotated[int, msgspec.Meta(ge=1)]
 
 
 def default_state_dir() -> str:
@@ -60,26 +66,57 @@ class Settings(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
         return Path(self.state_dir)
 
 
-def _from_environment() -> dict[str, Any]:
-    """JOBRUNNER_PORT=9000, JOBRUNNER_TRUSTED_PROXIES=10.0.0.1,10.0.0.2, ..."""
-    fields = {
-        name: typ
-        for name, typ in zip(
-            Settings.__struct_fields__, msgspec.structs.fields(Settings), strict=True
-        )
-    }
+class PoolSettings(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
+    workers: str  # the allowlist (TOML): [[worker]] url, key, capacity
+    host: str = "127.0.0.1"
+    port: int = 8090
+    state_dir: str = msgspec.field(default_factory=lambda: default_state_dir() + "-pool")
+    certfile: str | None = None
+    keyfile: str | None = None
+    trusted_proxies: list[str] = []
+    health_interval: Annotated[float, msgspec.Meta(gt=0)] = 2.0
+    rate_concurrent: int = 2
+    rate_per_hour: int = 20
+    rate_cpu_seconds: float = 10.0
+    rate_streams: Positive = 8
+    rate_ipv6_prefix: Annotated[int, msgspec.Meta(ge=0, le=128)] = 64
+    lost_after: Positive = 3
+    max_streams: Positive = 1000
+    max_uploads: Positive = 32
+    write_timeout: Annotated[float, msgspec.Meta(gt=0)] = 30.0
+    retention: Annotated[float, msgspec.Meta(ge=0)] = 600.0
+
+
+# Where a value comes from on the command line when the option's name is not the key's.
+_OPTION_NAMES = {"trusted_proxies": "--trusted-proxy"}
+
+
+def _from_environment(kind: type[msgspec.Struct], prefix: str) -> dict[str, Any]:
+    """JOBRUNNER_PORT=9000, JOBRUNNER_TRUSTED_PROXIES=10.0.0.1,10.0.0.2, ... (a list is
+    comma-separated)."""
     values: dict[str, Any] = {}
-    for name in fields:
-        raw = os.environ.get(f"JOBRUNNER_{name.upper()}")
+    for field in msgspec.structs.fields(kind):
+        raw = os.environ.get(prefix + field.name.upper())
         if raw is None:
             continue
-        values[name] = raw.split(",") if name == "trusted_proxies" else raw
+        is_list = typing.get_origin(field.type) is list
+        values[field.name] = raw.split(",") if is_list else raw
     return values
 
 
 def load(config_file: Path | None = None, **overrides: Any) -> Settings:
-    """Merge the sources; a wrong key or type is a clear error naming it and where it came from
-    (`JOBRUNNER_PORT`, `--port`, or the key in the config file)."""
+    """The server's settings; a wrong key or type is a clear error naming it and where it came
+    from (`JOBRUNNER_PORT`, `--port`, or the key in the config file)."""
+    return _merge(Settings, "JOBRUNNER_", config_file, overrides)
+
+
+def load_pool(config_file: Path | None = None, **overrides: Any) -> PoolSettings:
+    """The pool's settings, the same way; its variables are JOBRUNNER_POOL_* so that a worker
+    and a pool on one host do not take each other's (JOBRUNNER_PORT)."""
+    return _merge(PoolSettings, "JOBRUNNER_POOL_", config_file, overrides)
+
+
+def _merge(kind: type[S], prefix: str, config_file: Path | None, overrides: dict[str, Any]) -> S:
     values: dict[str, Any] = {}
     source: dict[str, str] = {}
     if config_file is not None:
@@ -91,20 +128,27 @@ def load(config_file: Path | None = None, **overrides: Any) -> Settings:
             ) from None
         values.update(from_file)
         source.update(dict.fromkeys(from_file, f"`{{}}` in {config_file}"))
-    environment = _from_environment()
+    environment = _from_environment(kind, prefix)
     values.update(environment)
-    source.update({key: f"${_variable(key)}" for key in environment})
+    source.update({key: f"${prefix}{key.upper()}" for key in environment})
     given = {key: value for key, value in overrides.items() if value is not None}
     values.update(given)
-    source.update({key: "--" + key.replace("_", "-") for key in given})
+    source.update({key: _option(key) for key in given})
     try:
-        return msgspec.convert(values, Settings, strict=False)
+        return msgspec.convert(values, kind, strict=False)
     except msgspec.ValidationError as error:
-        raise ValueError(f"invalid setting: {_located(str(error), source)}") from None
+        message = str(error)
+        if missing := re.search(r"missing required field `(\w+)`", message):
+            key = missing.group(1)
+            raise ValueError(
+                f"missing setting: give {_option(key)} (or `{key}` in the --config file, "
+                f"or ${prefix}{key.upper()})"
+            ) from None
+        raise ValueError(f"invalid setting: {_located(message, source)}") from None
 
 
-def _variable(key: str) -> str:
-    return f"JOBRUNNER_{key.upper()}"
+def _option(key: str) -> str:
+    return _OPTION_NAMES.get(key, "--" + key.replace("_", "-"))
 
 
 def _located(message: str, source: dict[str, str]) -> str:

@@ -9,6 +9,8 @@ from jobrunner.config import load
 from jobrunner.signing import WorkerKey
 from servekit import Listener, TrustedProxies, serve
 
+log = logging.getLogger("jobrunner")
+
 UNSAFE_WARNING = (
     "UNSAFE: jobs run without a sandbox (--unsafe-no-sandbox); they can read and "
     "write everything this server's user can. Never expose this server."
@@ -39,6 +41,8 @@ def run_server(config_file: Path | None = None, **overrides: Any) -> None:
                 "without isolation (development only)."
             ) from None
     key = WorkerKey.load_or_create(settings.state / "worker.key")
+    # What a pool's allowlist and a verifier (`jobrunner verify --worker-id`) need from this host.
+    print(f"worker_id {key.worker_id}", file=sys.stderr, flush=True)
     service = JobService(settings, runner, key)
     app = build_app(service, TrustedProxies(settings.trusted_proxies), warning)
     listener = Listener(settings.host, settings.port, settings.certfile, settings.keyfile)
@@ -56,3 +60,4 @@ def run_server(config_file: Path | None = None, **overrides: Any) -> None:
     finally:
         if isinstance(runner, Sandbox):
             runner.close()
+    log.info("stopped")

@@ -177,6 +177,14 @@ class JobService:
     async def drain(self) -> None:
         """Stop accepting (submit answers 503) and give running jobs the grace period, while
         their status and log stay readable. Queued jobs are lost."""
+        if self.accepting:
+            log.info(
+                "draining: new jobs are refused (503), %d queued job(s) dropped, %d running "
+                "get up to %g s",
+                len(self.queue),
+                self.running,
+                self.settings.shutdown_grace,
+            )
         self.accepting = False
         self.queue.clear()
         deadline = self.clock() + self.settings.shutdown_grace
@@ -184,6 +192,10 @@ class JobService:
             while self.running and (left := deadline - self.clock()) > 0:
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self._queue_changed.wait(), left)
+        if self.running:
+            log.info("drained: the grace is over, %d running job(s) are stopped", self.running)
+        else:
+            log.info("drained: no job is running")
 
     async def stop(self) -> None:
         """Drain (if that has not happened yet), then cancel what is left."""

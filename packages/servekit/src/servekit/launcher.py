@@ -187,8 +187,14 @@ async def serve_async(
     `Listener.bind`)."""
     stop = stop or asyncio.Event()
     loop = asyncio.get_running_loop()
+
+    def stop_on(signum: signal.Signals) -> None:
+        if not stop.is_set():  # said once: a second SIGTERM changes nothing
+            log.info("%s received: shutting down", signum.name)
+        stop.set()
+
     for signum in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(signum, stop.set)
+        loop.add_signal_handler(signum, stop_on, signum)
 
     _send_reason_phrases()
     _http1_only()
