@@ -145,6 +145,13 @@ def test_too_many_outputs_fails_with_output_limit_and_keeps_the_first(server):
     assert "f0000" in record["output_files"] and "f1199" not in record["output_files"]
 
 
+def test_as_many_outputs_as_allowed_and_an_unchanged_input_after_them_completes(server):
+    # main.py comes after the outputs in path order; it is no output, so not one too many.
+    record = run_job(server.url, "for i in range(1000):\n    open(f'a{i:04d}', 'w').write('x')\n")
+    assert record["status"] == "completed", record["failure"]
+    assert len(record["output_files"]) == 1000 and "main.py" not in record["output_files"]
+
+
 @given(
     st.lists(st.lists(st.sampled_from(["a", "a-", "a.b", "b", "ab"]), min_size=1, max_size=3)),
     st.lists(patterns, min_size=1, max_size=2),

@@ -23,11 +23,13 @@ from jobrunner import __version__, errors, manifest, signing, uploads
 from jobrunner.config import Settings
 from jobrunner.environments import TEMPLATES, Environments, EnvironmentUnavailable, interpreters
 from jobrunner.jobs import Job, Log, new_job_id, timestamp
+from jobrunner.listing import LISTING_BYTES, ListingBudget, listing
 from jobrunner.ratelimit import Limits, RateLimiter, Reservation, StreamSlot
 from jobrunner.sandbox import RunResult, RunSpec
 from jobrunner.wire import (
-    DirectoryEntry,
-    FileEntry,
+    Environments as EnvironmentListing,
+)
+from jobrunner.wire import (
     Health,
     OutputListing,
     Quota,
@@ -36,9 +38,6 @@ from jobrunner.wire import (
     StatusRecord,
     SubmitResult,
     SystemStats,
-)
-from jobrunner.wire import (
-    Environments as EnvironmentListing,
 )
 from servekit import descriptors
 
@@ -382,8 +381,7 @@ class JobService:
             )
             job.exit_code, job.failure = result.exit_code, result.failure
             job.cpu_seconds, job.memory_peak_bytes = result.cpu_seconds, result.memory_peak_bytes
-            self._keep_outputs(job, result)
-            note = result.note
+            note = self._keep_outputs(job, result) or result.note
         except EnvironmentUnavailable as error:
             job.failure, note = "environment_error", str(error)
         except Exception as error:
@@ -392,11 +390,14 @@ class JobService:
             job.failure, note = "sandbox_error", f"the sandbox failed ({type(error).__name__})"
         self._finish(job, started, note)
 
-    def _keep_outputs(self, job: Job, result: RunResult) -> None:
+    def _keep_outputs(self, job: Job, result: RunResult) -> str | None:
         """The outputs the wire can carry; the others are named in the log with why, as long as
-        the log has room for them and for one line counting those it could not name."""
+        the log has room for them and for one line counting those it could not name. Outputs
+        whose names do not fit the listing's budget (`listing.LISTING_BYTES`) fail the job
+        `output_limit`, unless it failed already; the reason line is returned then."""
         job.outputs = {}
-        unnamed = 0
+        unnamed = over_budget = 0
+        budget = ListingBudget()
         for out in result.outputs:
             problem = out.problem
             if problem is None:
@@ -404,6 +405,12 @@ class JobService:
                     out.path.encode("utf-8")
                 except UnicodeEncodeError:
                     problem = "its name is not valid UTF-8 (kept on disk, not listed)"
+            if problem is None and not budget.admit(out.path):
+                over_budget += 1
+                problem = (
+                    f"the names listed before it fill the {LISTING_BYTES // 2**20} MiB that a "
+                    "job's listing may take (kept on disk, not listed)"
+                )
             if problem is None:
                 job.outputs[out.path] = out
             elif unnamed or not job.log.note(
@@ -414,9 +421,16 @@ class JobService:
         unnamed += result.unlisted
         if unnamed:
             job.log.note(
-                f"{unnamed} more output(s) not listed (not copied out, a directory not read, or "
-                "a name not UTF-8); the log names only the first ones"
+                f"{unnamed} more output(s) not listed (not copied out, a directory not read, a "
+                "name not UTF-8, or the listing full); the log names only the first ones"
             )
+        if over_budget and job.failure is None:
+            job.failure = "output_limit"
+            return (
+                f"{over_budget} output file(s) not listed: their names add up to more than the "
+                f"{LISTING_BYTES // 2**20} MiB that a job's listing may take"
+            )
+        return None
 
     def _fail_after_crash(self, job: Job) -> None:
         """A job whose handling raised: report it `sandbox_error` (signed if at all possible)."""
@@ -495,20 +509,7 @@ class JobService:
 
     def outputs(self, job_id: str) -> OutputListing:
         job = self.find(job_id)
-        entries: list[FileEntry | DirectoryEntry] = []
-        directories: dict[str, list[str]] = {}
-        for path, out in sorted(job.outputs.items()):
-            entries.append(FileEntry(path, out.size))
-            parent, _, name = path.rpartition("/")
-            if parent:
-                directories.setdefault(parent + "/", []).append(name)
-                # Directories that hold only directories are listed too, with no files.
-                while "/" in parent:
-                    parent = parent.rpartition("/")[0]
-                    directories.setdefault(parent + "/", [])
-        entries += [DirectoryEntry(path, files) for path, files in directories.items()]
-        entries.sort(key=lambda entry: entry.path)
-        return OutputListing(job.id, entries)
+        return OutputListing(job.id, listing((path, out.size) for path, out in job.outputs.items()))
 
     def download(self, job_id: str, path: str) -> Download:
         job = self.find(job_id)
