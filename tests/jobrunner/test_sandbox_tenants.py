@@ -83,7 +83,8 @@ READ_PROC = """
 import json, os
 files = ["/proc/loadavg", "/proc/stat", "/proc/meminfo", "/proc/diskstats", "/proc/interrupts",
          "/proc/softirqs", "/proc/vmstat", "/proc/zoneinfo", "/proc/buddyinfo", "/proc/swaps",
-         "/proc/partitions", "/proc/sys/kernel/random/boot_id"]
+         "/proc/partitions", "/proc/sys/kernel/random/boot_id", "/proc/cgroups",
+         "/proc/sys/fs/file-nr", "/proc/sys/fs/inode-nr", "/proc/sys/fs/dentry-state"]
 if os.path.isdir("/proc/pressure"):
     files += ["/proc/pressure/" + name for name in sorted(os.listdir("/proc/pressure"))]
 seen = {}
@@ -123,6 +124,12 @@ def test_host_wide_proc_files_show_the_jobs_own_values(server):
     for name in ("diskstats", "interrupts", "softirqs", "vmstat", "zoneinfo", "buddyinfo"):
         assert seen[f"/proc/{name}"] == "", name
     assert seen["/proc/swaps"].count("\n") == 1  # the header, no swap
+    # Counters that moved with other jobs: how many cgroups (jobs) and open files the host has.
+    counts = [line.split("\t")[2] for line in seen["/proc/cgroups"].splitlines()[1:]]
+    assert counts and set(counts) == {"1"}, seen["/proc/cgroups"]
+    assert seen["/proc/sys/fs/file-nr"].split()[:2] == ["0", "0"]
+    assert seen["/proc/sys/fs/inode-nr"].split() == ["0", "0"]
+    assert seen["/proc/sys/fs/dentry-state"].split()[:2] == ["0", "0"]
     pressure = [path for path in seen if path.startswith("/proc/pressure/")]
     assert pressure == [] or all("total=0" in seen[path] for path in pressure)
     if Path("/proc/pressure").is_dir():

@@ -2,11 +2,12 @@
 
 The jail's /proc is a real procfs of the jail's PID namespace, but many of its files describe the
 whole host: its load, CPU and disk counters, interrupts, memory, pressure, its boot id. Those tell
-one tenant what the others are doing (and a side channel needs nothing more), so each is covered
-by a read-only bind of a file written here per job: what is true of the job where it can be
+one tenant what the others are doing (down to how many jobs run: /proc/cgroups counted the host's
+cgroups, /proc/sys/fs/file-nr its open files), and a side channel needs nothing more. So each is
+covered by a read-only bind of a file written here per job: what is true of the job where it can be
 (MemTotal is the job's memory limit, the CPUs are those it may run on, the boot id is its own
-random one), zeros or nothing where the job has nothing of its own (no load average, no disks,
-no swap). The files are static: MemFree does not follow the job's use.
+random one), zeros or nothing where the job has nothing of its own (no load average, no disks, no
+swap). The files are static: MemFree does not follow the job's use.
 
 Kept as they are, because hiding them would gain nothing or break programs:
 - /proc/uptime and the `btime` line of /proc/stat: the host's boot time is also
@@ -14,6 +15,10 @@ Kept as they are, because hiding them would gain nothing or break programs:
   them;
 - /proc/cpuinfo (the CPU model: the `cpuid` instruction says as much) and /proc/version (uname);
 - /proc/sys: the kernel's settings, read-only (the boot id below is covered);
+- /proc/net/sockstat: its socket and TCP memory counts are the host's, but /proc/net is a link to
+  /proc/self/net, a different path for every process, so no bind could cover it for all of them;
+- /proc/self/cgroup names nsjail's own cgroup (`NSJAIL.<pid>`), so the job learns nsjail's host
+  PID, nothing more;
 - sysinfo(2): no namespace covers it, and seccomp could only make it fail, which would break
   glibc's getloadavg() (Python's os.getloadavg) and sysconf(_SC_PHYS_PAGES), both answered from it.
   So the host's load averages, total and free RAM, uptime and process count stay readable there
@@ -28,6 +33,12 @@ from pathlib import Path
 EMPTY = ("diskstats", "partitions", "interrupts", "softirqs", "vmstat", "zoneinfo", "buddyinfo")
 PRESSURE = ("cpu", "io", "memory")
 BOOT_ID = "/proc/sys/kernel/random/boot_id"
+# Host-wide counters that move with other jobs' work: open files, inodes and dentries in use.
+FS_COUNTERS = {
+    "file-nr": "0\t0\t{max}\n",
+    "inode-nr": "0\t0\n",
+    "dentry-state": "0\t0\t45\t0\t0\t0\n",
+}
 
 
 def meminfo(memory_bytes: int) -> str:
@@ -58,6 +69,31 @@ def stat(cpus: int, boot_time: int) -> str:
     return "\n".join(lines) + "\n"
 
 
+def cgroups() -> str:
+    """The host's controllers, each with one cgroup (the job's): `num_cgroups` counted every
+    cgroup on the host, so it rose and fell as other jobs started and ended."""
+    try:
+        with open("/proc/cgroups") as handle:
+            lines = handle.read().splitlines()
+    except OSError:
+        return ""
+    out = lines[:1]
+    for line in lines[1:]:
+        fields = line.split("\t")
+        if len(fields) == 4:
+            fields[2] = "1"
+        out.append("\t".join(fields))
+    return "\n".join(out) + "\n"
+
+
+def _file_max() -> str:
+    try:
+        with open("/proc/sys/fs/file-max") as handle:
+            return handle.read().strip()
+    except OSError:
+        return "0"
+
+
 def _host_boot_time() -> int:
     with open("/proc/stat") as handle:
         for line in handle:
@@ -77,7 +113,9 @@ def write(directory: Path, memory_bytes: int) -> list[tuple[Path, str]]:
         "loadavg": "0.00 0.00 0.00 1/1 1\n",
         "swaps": "Filename\t\t\t\tType\t\tSize\t\tUsed\t\tPriority\n",
         "boot_id": f"{uuid.uuid4()}\n",
+        "cgroups": cgroups(),
         **dict.fromkeys(EMPTY, ""),
+        **{name: text.format(max=_file_max()) for name, text in FS_COUNTERS.items()},
     }
     pressure = "".join(
         f"{kind} avg10=0.00 avg60=0.00 avg300=0.00 total=0\n" for kind in ("some", "full")
@@ -87,7 +125,11 @@ def write(directory: Path, memory_bytes: int) -> list[tuple[Path, str]]:
         _write(directory / "pressure" / name, pressure)
     for name, content in files.items():
         _write(directory / name, content)
-    binds = [(directory / name, f"/proc/{name}") for name in files if name != "boot_id"]
+    binds = [
+        (directory / name, f"/proc/sys/fs/{name}" if name in FS_COUNTERS else f"/proc/{name}")
+        for name in files
+        if name != "boot_id"
+    ]
     binds += [(directory / "pressure", "/proc/pressure"), (directory / "boot_id", BOOT_ID)]
     return [(source, target) for source, target in binds if os.path.exists(target)]
 
