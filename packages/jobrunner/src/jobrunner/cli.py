@@ -11,6 +11,7 @@ from jobrunner import __version__, client_commands
 
 if TYPE_CHECKING:
     from jobrunner.environments import Environments
+    from jobrunner.logformat import LogFormat
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -65,6 +66,17 @@ def main() -> None:
     "--jail-uid-base",
     type=click.IntRange(1),
     help="Running jobs are host uids from this one on, one per slot [2000000000].",
+)
+@click.option(
+    "--metrics",
+    metavar="HOST:PORT",
+    help="Serve GET /metrics (Prometheus) on this listener of its own, never the public port "
+    "[off].",
+)
+@click.option(
+    "--log-format",
+    type=click.Choice(["text", "json"]),
+    help="The log on stderr: text lines, or one JSON object per line [text].",
 )
 @click.option(
     "--unsafe-no-sandbox",
@@ -244,6 +256,19 @@ for _command in client_commands.COMMANDS:  # submit, status, logs, outputs, down
     show_default=True,
     help="Seconds the pool keeps a finished job's status record.",
 )
+@click.option(
+    "--metrics",
+    metavar="HOST:PORT",
+    help="Serve GET /metrics (Prometheus) on this listener of its own, never the public port "
+    "[off].",
+)
+@click.option(
+    "--log-format",
+    type=click.Choice(["text", "json"]),
+    default="text",
+    show_default=True,
+    help="The log on stderr: text lines, or one JSON object per line.",
+)
 def pool(
     workers_file: Path,
     host: str,
@@ -263,18 +288,20 @@ def pool(
     max_uploads: int,
     write_timeout: float,
     retention: float,
+    metrics: str | None,
+    log_format: "LogFormat",
 ) -> None:
     """Run the trusted pool coordinator in front of allowlisted workers."""
-    import logging
-
+    from jobrunner import logformat
     from jobrunner.config import default_state_dir
     from jobrunner.pool import Pool, Worker, load_workers
     from jobrunner.pool_app import build_pool_app
     from jobrunner.ratelimit import Limits
+    from jobrunner.server import side_apps
     from jobrunner.signing import WorkerKey
     from servekit import Listener, TrustedProxies, serve
 
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    logformat.configure(log_format)
     try:
         entries = load_workers(workers_file)
         state = Path(state_dir or default_state_dir() + "-pool")
@@ -301,6 +328,8 @@ def pool(
             Listener(host, port, certfile, keyfile),
             graceful_timeout=5,
             write_timeout=write_timeout,
+            on_ready=logformat.announcer(log_format, "listening"),
+            side=side_apps(metrics, port, log_format, coordinator.metrics),
         )
     except (ValueError, PermissionError, OSError) as error:
         click.echo(f"jobrunner: {error}", err=True)

@@ -5,7 +5,7 @@ import os
 import re
 import tomllib
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 import msgspec
 
@@ -54,6 +54,10 @@ class Settings(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     upload_timeout: float = 60.0
     follower_stall: float = 10.0
     write_timeout: Annotated[float, msgspec.Meta(gt=0)] = 30.0
+    # Operators: GET /metrics on a listener of its own (HOST:PORT; off unless given), and the
+    # format of the log on stderr (`json`: one object per line, see `jobrunner.logformat`).
+    metrics: str | None = None
+    log_format: Literal["text", "json"] = "text"
 
     @property
     def state(self) -> Path:
@@ -98,9 +102,28 @@ def load(config_file: Path | None = None, **overrides: Any) -> Settings:
     values.update(given)
     source.update({key: "--" + key.replace("_", "-") for key in given})
     try:
-        return msgspec.convert(values, Settings, strict=False)
+        settings = msgspec.convert(values, Settings, strict=False)
     except msgspec.ValidationError as error:
         raise ValueError(f"invalid setting: {_located(str(error), source)}") from None
+    if settings.metrics is not None:
+        where = source.get("metrics", "`metrics`").replace("{}", "metrics")
+        metrics_address(settings.metrics, settings.port, where)
+    return settings
+
+
+def metrics_address(text: str, public_port: int, where: str = "--metrics") -> tuple[str, int]:
+    """HOST:PORT of the metrics listener (`[::1]:9100` for IPv6). It may never be the public
+    port: the metrics are for the operator, not for the anonymous clients of that port."""
+    host, colon, port = text.rpartition(":")
+    host = host.removeprefix("[").removesuffix("]")
+    if not colon or not host or not port.isdigit() or int(port) > 65535:
+        raise ValueError(f"invalid setting: {where}: expected HOST:PORT, got {text!r}")
+    if int(port) != 0 and int(port) == public_port:
+        raise ValueError(
+            f"invalid setting: {where}: the metrics listener may not use the public port "
+            f"{public_port}; give it a port of its own"
+        )
+    return host, int(port)
 
 
 def _variable(key: str) -> str:

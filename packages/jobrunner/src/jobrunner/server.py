@@ -5,9 +5,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from jobrunner.config import load
+from jobrunner import logformat
+from jobrunner.config import load, metrics_address
+from jobrunner.metrics import Metrics
 from jobrunner.signing import WorkerKey
-from servekit import Listener, TrustedProxies, serve
+from servekit import Listener, SideApp, TrustedProxies, serve
 
 UNSAFE_WARNING = (
     "UNSAFE: jobs run without a sandbox (--unsafe-no-sandbox); they can read and "
@@ -20,8 +22,8 @@ def run_server(config_file: Path | None = None, **overrides: Any) -> None:
     from jobrunner.sandbox import Sandbox, SandboxUnavailable
     from jobrunner.service import JobService, Runner
 
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     settings = load(config_file, **overrides)
+    logformat.configure(settings.log_format)
     warning = None
     runner: Runner
     if settings.unsafe_no_sandbox:
@@ -29,7 +31,10 @@ def run_server(config_file: Path | None = None, **overrides: Any) -> None:
 
         runner = UnsafeRunner()
         warning = UNSAFE_WARNING
-        print(f"WARNING: {warning}", file=sys.stderr, flush=True)
+        if settings.log_format == "json":
+            logging.getLogger("jobrunner").warning(warning, extra={"event": "server.unsafe"})
+        else:
+            print(f"WARNING: {warning}", file=sys.stderr, flush=True)
     else:
         try:
             runner = Sandbox.find(settings.state, settings.concurrency, settings.jail_uid_base)
@@ -52,7 +57,22 @@ def run_server(config_file: Path | None = None, **overrides: Any) -> None:
             graceful_timeout=5,
             before_shutdown=service.drain,
             write_timeout=settings.write_timeout,
+            on_ready=logformat.announcer(settings.log_format, "listening"),
+            side=side_apps(settings.metrics, settings.port, settings.log_format, service.metrics),
         )
     finally:
         if isinstance(runner, Sandbox):
             runner.close()
+
+
+def side_apps(
+    address: str | None, public_port: int, log_format: logformat.LogFormat, metrics: Metrics
+) -> list[SideApp]:
+    """The metrics listener, if `--metrics HOST:PORT` asked for one (never the public port)."""
+    if address is None:
+        return []
+    from jobrunner.metrics_app import build_metrics_app
+
+    host, port = metrics_address(address, public_port)
+    announce = logformat.announcer(log_format, "metrics")
+    return [SideApp(build_metrics_app(metrics), Listener(host, port), "metrics", announce)]
