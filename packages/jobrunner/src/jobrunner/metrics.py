@@ -17,6 +17,9 @@ QUEUE_WAIT_BUCKETS = (0.01, 0.05, 0.1, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 900
 RUN_BUCKETS = (0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600)
 SETUP_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10)
 STREAM_KINDS = ("log", "websocket", "download")
+# What `generate_latest` writes: every name here is a classic one, so the exposition is the text
+# format 0.0.4 that every Prometheus reads (prometheus_client 0.26 labels it 1.0.0 by default).
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
 
 class Metrics:

@@ -5,19 +5,18 @@ numbers are for the operator, and scraping must not count against, or be refused
 of anonymous clients.
 """
 
-from prometheus_client import CONTENT_TYPE_LATEST
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from jobrunner.metrics import Metrics
+from jobrunner.metrics import CONTENT_TYPE, Metrics
 from servekit import exception_handlers
 
 
 def build_metrics_app(metrics: Metrics) -> Starlette:
     async def scrape(request: Request) -> Response:
-        return Response(metrics.exposition(), media_type=CONTENT_TYPE_LATEST)
+        return Response(metrics.exposition(), media_type=CONTENT_TYPE)
 
     app = Starlette(
         routes=[Route("/metrics", scrape, methods=["GET"])],
