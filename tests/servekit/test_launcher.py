@@ -132,5 +132,7 @@ def test_side_app_on_its_own_listener_stops_with_the_server(start_app):
 def test_side_listener_that_cannot_bind_stops_the_start(start_app):
     with socket.create_server(("127.0.0.1", 0)) as taken:
         port = taken.getsockname()[1]
-        with pytest.raises(RuntimeError, match="server did not start"):
+        with pytest.raises(RuntimeError, match="server did not start") as failed:
             start_app("--side-port", str(port))
+    assert "Address already in use" in str(failed.value)
+    assert "listening on" not in str(failed.value)  # nothing was announced
