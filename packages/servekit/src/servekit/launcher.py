@@ -244,7 +244,6 @@ async def serve_async(
             print(f"{extra.name} on {side_url}", file=sys.stderr, flush=True)
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, stop.set)
-    on_ready(listener.url(port))
     closed = asyncio.Event()  # the main listener has stopped: the side apps stop too
 
     async def shutdown_trigger() -> None:
@@ -265,10 +264,17 @@ async def serve_async(
             stop.set()  # a side app that ended by itself (it failed) ends the whole server
 
     try:
-        async with asyncio.TaskGroup() as group:
-            group.create_task(main())
-            for extra, side_config in zip(side, side_configs, strict=True):
-                group.create_task(serve_side(extra, side_config))
+        on_ready(listener.url(port))
+        # Each ends the others gently (`closed`, `stop`); the first failure is raised as it is
+        # once all have ended, so callers see the same exceptions as with one app.
+        ended = await asyncio.gather(
+            main(),
+            *(serve_side(extra, conf) for extra, conf in zip(side, side_configs, strict=True)),
+            return_exceptions=True,
+        )
+        for outcome in ended:
+            if isinstance(outcome, BaseException):
+                raise outcome
     finally:
         for signum in (signal.SIGTERM, signal.SIGINT):
             loop.remove_signal_handler(signum)
