@@ -60,7 +60,9 @@ def test_the_pool_logs_as_json_too(cluster):
     record = run_job(pool.url, "print('via the pool')")
     pool.terminate()
     assert pool.wait(30) == 0
-    job = events(parsed_lines(pool.output), record["job_id"])
+    lines = parsed_lines(pool.output)
+    assert {"server.metrics", "server.listening", "server.stopped"} <= set(events(lines))
+    job = events(lines, record["job_id"])
     assert job["job.accepted"]["status"] == "queued"
     assert job["job.finished"]["status"] == "completed"
     assert job["job.accepted"]["client"] == job["job.finished"]["client"]

@@ -191,6 +191,7 @@ class Pool:
         await asyncio.gather(*self._tasks, return_exceptions=True)
         for session in self._sessions.values():
             await session.close()
+        log.info("stopped", extra={"event": "server.stopped"})
 
     def session(self, kind: str) -> aiohttp.ClientSession:
         """`health`, `api` or `streams` (see the module's docstring)."""
