@@ -13,6 +13,7 @@ from servekit import (
     HTTPError,
     JSONResponse,
     Listener,
+    SideApp,
     TrustedProxies,
     client_ip,
     exception_handlers,
@@ -66,6 +67,7 @@ def main() -> None:
     parser.add_argument("--trust", action="append", default=[])
     parser.add_argument("--cors-only", action="append", default=None)
     parser.add_argument("--cors-extensions", action="store_true")
+    parser.add_argument("--side-port", type=int, help="serve a side app there, named `side`")
     args = parser.parse_args()
     cors = (
         CorsPolicy.only(*args.cors_only, allow_extensions=args.cors_extensions)
@@ -73,7 +75,20 @@ def main() -> None:
         else CorsPolicy.anyone(expose_headers=("Retry-After",))
     )
     app = build(TrustedProxies(args.trust), cors)
-    serve(app, Listener("127.0.0.1", args.port, args.certfile, args.keyfile), graceful_timeout=5)
+    side = []
+    if args.side_port is not None:
+
+        async def side_hello(request: Request) -> JSONResponse:
+            return JSONResponse({"side": True})
+
+        side_app = Starlette(routes=[Route("/side", side_hello)])
+        side.append(SideApp(side_app, Listener("127.0.0.1", args.side_port), "side"))
+    serve(
+        app,
+        Listener("127.0.0.1", args.port, args.certfile, args.keyfile),
+        graceful_timeout=5,
+        side=side,
+    )
 
 
 if __name__ == "__main__":

@@ -1,6 +1,7 @@
 """The hypercorn launcher: announced address, TLS, and graceful shutdown on SIGTERM."""
 
 import contextlib
+import re
 import socket
 import ssl
 import threading
@@ -106,3 +107,32 @@ def test_http2_prior_knowledge_is_refused_and_h2c_upgrade_ignored(app):
     answered = exchange(app.url, upgrade)
     assert answered.startswith(b"HTTP/1.1 200 OK\r\n"), answered  # not 101 Switching Protocols
     assert b'"hello"' in answered
+
+
+def _announced(server, name: str) -> str:
+    match = re.search(rf"^{name} on (\S+)$", server.output, re.MULTILINE)
+    assert match, server.output
+    return match.group(1)
+
+
+def test_side_app_on_its_own_listener_stops_with_the_server(start_app):
+    server = start_app("--side-port", "0")
+    side_url = _announced(server, "side")
+    assert side_url != server.url
+    assert httpx.get(f"{side_url}/side", timeout=10).json() == {"side": True}
+    assert httpx.get(f"{side_url}/hello", timeout=10).status_code == 404  # only its own routes
+    assert httpx.get(f"{server.url}/side", timeout=10).status_code == 404
+    assert httpx.get(f"{server.url}/hello", timeout=10).status_code == 200
+    server.terminate()
+    assert server.wait(10) == 0
+    with pytest.raises(httpx.ConnectError):
+        httpx.get(f"{side_url}/side", timeout=2)
+
+
+def test_side_listener_that_cannot_bind_stops_the_start(start_app):
+    with socket.create_server(("127.0.0.1", 0)) as taken:
+        port = taken.getsockname()[1]
+        with pytest.raises(RuntimeError, match="server did not start") as failed:
+            start_app("--side-port", str(port))
+    assert "Address already in use" in str(failed.value)
+    assert "listening on" not in str(failed.value)  # nothing was announced

@@ -114,6 +114,7 @@ class Served:
     service: JobService
     runner: FakeRunner
     stop: asyncio.Event
+    metrics_url: str = ""  # GET /metrics, when served with `metrics=True`
 
     @property
     def ws(self) -> str:
@@ -122,9 +123,10 @@ class Served:
 
 @contextlib.asynccontextmanager
 async def serving(
-    state: Path, runner: FakeRunner | None = None, **options: Any
+    state: Path, runner: FakeRunner | None = None, metrics: bool = False, **options: Any
 ) -> AsyncIterator[Served]:
-    """Serve the real app on 127.0.0.1 (a free port) in this event loop until the block ends."""
+    """Serve the real app on 127.0.0.1 (a free port) in this event loop until the block ends;
+    with `metrics`, its metrics app too, on a listener of its own."""
     runner = runner or FakeRunner()
     settings = Settings(state_dir=str(state), **{"concurrency": 2, **GENEROUS, **options})
     default = state / "envs" / "default"
@@ -133,6 +135,15 @@ async def serving(
     service = JobService(settings, runner, WorkerKey.load_or_create(state / "worker.key"))
     app = build_app(service, TrustedProxies(settings.trusted_proxies))
     ready: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+    side_ready: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+    side = {}
+    if metrics:
+        from jobrunner.metrics_app import build_metrics_app
+        from servekit import SideApp
+
+        metrics_app = build_metrics_app(service.metrics)
+        listener = Listener("127.0.0.1", 0)
+        side["side"] = [SideApp(metrics_app, listener, "metrics", side_ready.set_result)]
     stop = asyncio.Event()
     task = asyncio.create_task(
         serve_async(
@@ -142,11 +153,13 @@ async def serving(
             on_ready=ready.set_result,
             stop=stop,
             before_shutdown=getattr(service, "drain", None),  # (so it also runs on older code)
+            **side,
         )
     )
     url = await asyncio.wait_for(ready, 10)
+    metrics_url = await asyncio.wait_for(side_ready, 10) if metrics else ""
     try:
-        yield Served(url, service, runner, stop)
+        yield Served(url, service, runner, stop, metrics_url)
     finally:
         for name in list(runner.gates):
             runner.open(name)

@@ -12,7 +12,9 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-_LISTENING = re.compile(r"listening on (\S+)")
+# `listening on URL` alone on a line, or as the message of a JSON log line (`--log-format json`).
+_LISTENING = re.compile(r"listening on ([^\s\"]+)")
+_METRICS = re.compile(r"metrics on ([^\s\"]+)")  # a metrics listener, announced before
 
 
 class ServerProcess:
@@ -38,6 +40,7 @@ class ServerProcess:
         self.lines: list[str] = []
         self._ready = threading.Event()
         self.url = ""
+        self.metrics_url = ""  # where GET /metrics is served, if the server announced it
         self._reader = threading.Thread(target=self._read, daemon=True)
         self._reader.start()
         if not self._ready.wait(timeout) or not self.url:
@@ -48,6 +51,8 @@ class ServerProcess:
         assert self.proc.stdout is not None
         for line in self.proc.stdout:
             self.lines.append(line)
+            if not self.metrics_url and (match := _METRICS.search(line)):
+                self.metrics_url = match.group(1)
             if not self.url and (match := _LISTENING.search(line)):
                 self.url = match.group(1)
                 self._ready.set()

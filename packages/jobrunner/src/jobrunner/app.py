@@ -16,15 +16,24 @@ from starlette.applications import Starlette
 from starlette.convertors import Convertor, register_url_convertor
 from starlette.datastructures import FormData, UploadFile
 from starlette.exceptions import HTTPException
-from starlette.requests import Request
+from starlette.middleware import Middleware
+from starlette.requests import HTTPConnection, Request
 from starlette.responses import Response
 from starlette.routing import Route, WebSocketRoute
-from starlette.types import Message, Receive
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from jobrunner import errors, uploads
-from jobrunner.edge import drop_small_body, exception_handlers, refuse_websocket
+from jobrunner.edge import (
+    OnRefusal,
+    drop_small_body,
+    exception_handlers,
+    refusal_recorder,
+    refuse_websocket,
+)
 from jobrunner.jobs import Follower, Job, Log
+from jobrunner.logformat import client_key
+from jobrunner.metrics import Metrics
 from jobrunner.service import JobService
 from servekit import (
     ClientFile,
@@ -97,6 +106,22 @@ def build_app(
 ) -> Starlette:
     s = service.settings
     limit = s.max_upload_mb * 2**20
+    metrics = service.metrics
+
+    def pseudonym(connection: HTTPConnection) -> str:
+        return client_key(service.limiter.key(client_ip(connection, trusted)))
+
+    on_refusal = refusal_recorder(metrics, pseudonym)
+
+    def counted(kind: str, close: Callable[[], None]) -> Callable[[], None]:
+        """`close` of a stream slot that also counts the stream of `kind` closed."""
+        uncount = metrics.stream_opened(kind)
+
+        def close_both() -> None:
+            close()
+            uncount()
+
+        return close_both
 
     async def info(request: Request) -> Response:
         return JSONResponse(service.info(warning))
@@ -146,7 +171,9 @@ def build_app(
         job = service.find(request.path_params["job_id"])
         slot = service.open_stream(client_ip(request, trusted))
         return ClientStream(
-            _log_chunks(job.log), media_type="text/plain; charset=utf-8", on_close=slot.close
+            _log_chunks(job.log),
+            media_type="text/plain; charset=utf-8",
+            on_close=counted("log", slot.close),
         )
 
     async def outputs(request: Request) -> Response:
@@ -165,7 +192,7 @@ def build_app(
             media_type=found.media_type,
             filename=found.name,
             headers=_DOWNLOAD_HEADERS,
-            on_close=slot.close,
+            on_close=counted("download", slot.close),
         )
 
     async def stats(request: Request) -> Response:
@@ -186,14 +213,15 @@ def build_app(
         try:
             slot = service.open_stream(client_ip(websocket, trusted))
         except (errors.RateLimited, errors.Busy) as error:  # 429, or 503 short of open files
-            await refuse_websocket(websocket, error)
+            await refuse_websocket(websocket, error, on_refusal)
             return
+        close = counted("websocket", slot.close)
         try:
             await websocket.accept()
             with contextlib.suppress(WebSocketDisconnect):
                 await while_connected(websocket, _follow(websocket, job, s.follower_stall))
         finally:
-            slot.close()
+            close()
 
     @contextlib.asynccontextmanager
     async def startup_and_shutdown(app: Starlette) -> AsyncIterator[None]:
@@ -213,6 +241,8 @@ def build_app(
         environments=environments,
         health=health,
         lifespan=startup_and_shutdown,
+        metrics=metrics,
+        on_refusal=on_refusal,
     )
 
 
@@ -249,8 +279,11 @@ def interface(
     environments: Handler,
     health: Handler,
     lifespan: Callable[[Starlette], AbstractAsyncContextManager[None]],
+    metrics: Metrics,
+    on_refusal: OnRefusal,
 ) -> Starlette:
-    """The jobrunner HTTP interface with these handlers: a worker's own, or the pool's."""
+    """The jobrunner HTTP interface with these handlers: a worker's own, or the pool's. Each
+    refusal is told to `on_refusal`; the bytes of uploads and downloads go to `metrics`."""
     app = Starlette(
         routes=[
             Route("/", info),
@@ -265,14 +298,52 @@ def interface(
             Route("/environments", environments),
             Route("/health", health),
         ],
-        exception_handlers=exception_handlers(),
+        exception_handlers=exception_handlers(on_refusal),
         middleware=[
-            CorsPolicy.anyone(expose_headers=("Retry-After", "Content-Disposition")).middleware()
+            Middleware(Traffic, metrics=metrics),
+            CorsPolicy.anyone(expose_headers=("Retry-After", "Content-Disposition")).middleware(),
         ],
         lifespan=lifespan,
     )
     app.router.redirect_slashes = False  # an API answers 404, never a redirect to guess
     return app
+
+
+class Traffic:
+    """Counts the bytes of POST /submit bodies as they are received (accepted or not) and of
+    successful GET /download bodies as they are sent, at the ASGI level where both pass whole."""
+
+    def __init__(self, app: ASGIApp, metrics: Metrics) -> None:
+        self.app = app
+        self.metrics = metrics
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+        elif scope["method"] == "POST" and scope["path"] == "/submit":
+            uploaded = self.metrics.uploaded
+
+            async def counted_receive() -> Message:
+                message = await receive()
+                uploaded.inc(len(message.get("body", b"")))
+                return message
+
+            await self.app(scope, counted_receive, send)
+        elif scope["path"].startswith("/download/"):
+            downloaded = self.metrics.downloaded
+            succeeded = False  # an error's JSON body is not a download
+
+            async def counted_send(message: Message) -> None:
+                nonlocal succeeded
+                await send(message)
+                if message["type"] == "http.response.start":
+                    succeeded = message["status"] in (200, 206)
+                elif message["type"] == "http.response.body" and succeeded:
+                    downloaded.inc(len(message.get("body", b"")))
+
+            await self.app(scope, receive, counted_send)
+        else:
+            await self.app(scope, receive, send)
 
 
 async def _follow(websocket: WebSocket, job: Job, stall: float) -> None:

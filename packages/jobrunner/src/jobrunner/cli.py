@@ -105,6 +105,17 @@ def main() -> None:
     help="Running jobs are host uids from this one on, one per slot [2000000000].",
 )
 @click.option(
+    "--metrics",
+    metavar="HOST:PORT",
+    help="Serve GET /metrics (Prometheus) on this listener of its own, never the public port "
+    "[off].",
+)
+@click.option(
+    "--log-format",
+    type=click.Choice(["text", "json"]),
+    help="The log on stderr: text lines, or one JSON object per line [text].",
+)
+@click.option(
     "--unsafe-no-sandbox",
     is_flag=True,
     default=None,
@@ -280,6 +291,17 @@ for _command in client_commands.COMMANDS:  # submit, status, logs, outputs, down
     "--retention",
     type=click.FloatRange(0),
     help="Seconds the pool keeps a finished job's status record [600].",
+)
+@click.option(
+    "--metrics",
+    metavar="HOST:PORT",
+    help="Serve GET /metrics (Prometheus) on this listener of its own, never the public port "
+    "[off].",
+)
+@click.option(
+    "--log-format",
+    type=click.Choice(["text", "json"]),
+    help="The log on stderr: text lines, or one JSON object per line [text].",
 )
 def pool(config_file: Path | None, trusted_proxies: tuple[str, ...], **options: Any) -> None:
     """Run the trusted pool coordinator in front of allowlisted workers. Settings come from

@@ -8,7 +8,7 @@ import re
 import tomllib
 import typing
 from pathlib import Path
-from typing import Annotated, Any, TypeVar
+from typing import Annotated, Any, Literal, TypeVar
 
 import msgspec
 
@@ -60,6 +60,10 @@ class Settings(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     upload_timeout: float = 60.0
     follower_stall: float = 10.0
     write_timeout: Annotated[float, msgspec.Meta(gt=0)] = 30.0
+    # Operators: GET /metrics on a listener of its own (HOST:PORT; off unless given), and the
+    # format of the log on stderr (`json`: one object per line, see `jobrunner.logformat`).
+    metrics: str | None = None
+    log_format: Literal["text", "json"] = "text"
 
     @property
     def state(self) -> Path:
@@ -85,6 +89,8 @@ class PoolSettings(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     max_uploads: Positive = 32
     write_timeout: Annotated[float, msgspec.Meta(gt=0)] = 30.0
     retention: Annotated[float, msgspec.Meta(ge=0)] = 600.0
+    metrics: str | None = None  # GET /metrics on a listener of its own (HOST:PORT)
+    log_format: Literal["text", "json"] = "text"
 
 
 # Where a value comes from on the command line when the option's name is not the key's.
@@ -135,7 +141,7 @@ def _merge(kind: type[S], prefix: str, config_file: Path | None, overrides: dict
     values.update(given)
     source.update({key: _option(key) for key in given})
     try:
-        return msgspec.convert(values, kind, strict=False)
+        settings = msgspec.convert(values, kind, strict=False)
     except msgspec.ValidationError as error:
         message = str(error)
         if missing := re.search(r"missing required field `(\w+)`", message):
@@ -145,6 +151,26 @@ def _merge(kind: type[S], prefix: str, config_file: Path | None, overrides: dict
                 f"or ${prefix}{key.upper()})"
             ) from None
         raise ValueError(f"invalid setting: {_located(message, source)}") from None
+    metrics = getattr(settings, "metrics", None)  # the server's and the pool's
+    if metrics is not None:
+        where = source.get("metrics", "`metrics`").replace("{}", "metrics")
+        metrics_address(metrics, getattr(settings, "port", 0), where)
+    return settings
+
+
+def metrics_address(text: str, public_port: int, where: str = "--metrics") -> tuple[str, int]:
+    """HOST:PORT of the metrics listener (`[::1]:9100` for IPv6). It may never be the public
+    port: the metrics are for the operator, not for the anonymous clients of that port."""
+    host, colon, port = text.rpartition(":")
+    host = host.removeprefix("[").removesuffix("]")
+    if not colon or not host or not port.isdigit() or int(port) > 65535:
+        raise ValueError(f"invalid setting: {where}: expected HOST:PORT, got {text!r}")
+    if int(port) != 0 and int(port) == public_port:
+        raise ValueError(
+            f"invalid setting: {where}: the metrics listener may not use the public port "
+            f"{public_port}; give it a port of its own"
+        )
+    return host, int(port)
 
 
 def _option(key: str) -> str:

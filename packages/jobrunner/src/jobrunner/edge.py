@@ -6,15 +6,22 @@ a response for a refusal; it raises a `JobrunnerError` subclass and this table s
 
 import asyncio
 import contextlib
+import logging
+from collections.abc import Callable
 from typing import Any
 
-from starlette.requests import ClientDisconnect, Request
+from starlette.requests import ClientDisconnect, HTTPConnection, Request
 from starlette.responses import Response
 from starlette.websockets import WebSocket
 
 from jobrunner import errors
+from jobrunner.metrics import Metrics
 from servekit import HTTPError
 from servekit import exception_handlers as servekit_handlers
+
+log = logging.getLogger("jobrunner")
+# Told of each refusal: the connection, the error, its `refusal_reason` and the HTTP status.
+OnRefusal = Callable[[HTTPConnection, errors.JobrunnerError, str, int], None]
 
 _STATUS: dict[type[errors.JobrunnerError], tuple[int, str]] = {
     errors.InvalidManifest: (400, "Invalid manifest"),
@@ -30,6 +37,53 @@ _STATUS: dict[type[errors.JobrunnerError], tuple[int, str]] = {
     errors.ShuttingDown: (503, "Service unavailable"),
     errors.Busy: (503, "Service unavailable"),
 }
+
+
+# The `reason` label of each refusal that is not a rate limit or a lack of capacity (see
+# `refusal_reason`). A subclass comes before its base class. Answers that refuse no work (404, a
+# plain request on the WebSocket route, a bad health challenge) are not refusals.
+_REASONS: dict[type[errors.JobrunnerError], str] = {
+    errors.InvalidFiles: "invalid_files",
+    errors.InvalidManifest: "invalid_manifest",
+    errors.TooLarge: "too_large",
+    errors.UploadTimeout: "upload_timeout",
+    errors.ShuttingDown: "shutting_down",
+    errors.NoWorkerAvailable: "no_worker",
+    errors.WorkerUnreachable: "worker_unreachable",
+}
+
+
+def refusal_reason(error: errors.JobrunnerError) -> str | None:
+    """A short, stable name of why work was refused (`rate_cpu`, `busy_open_files`, `too_large`),
+    or None when the error refuses nothing."""
+    if isinstance(error, errors.RateLimited):
+        return f"rate_{error.limit or 'limit'}"
+    if isinstance(error, errors.Busy):
+        return f"busy_{error.short_of}"
+    return next((name for kind, name in _REASONS.items() if isinstance(error, kind)), None)
+
+
+def refusal_recorder(metrics: Metrics, client: Callable[[HTTPConnection], str]) -> OnRefusal:
+    """What the worker and the pool do with a refusal: count it by reason and log it, the client
+    named by `client` (a pseudonym, see `logformat.client_key`)."""
+
+    def refused(
+        connection: HTTPConnection, error: errors.JobrunnerError, reason: str, status: int
+    ) -> None:
+        metrics.refused(reason)
+        log.info(
+            "request refused: %s (%d)",
+            reason,
+            status,
+            extra={
+                "event": "request.refused",
+                "client": client(connection),
+                "reason": reason,
+                "http_status": status,
+            },
+        )
+
+    return refused
 
 
 def http_error(error: errors.JobrunnerError) -> HTTPError:
@@ -61,9 +115,13 @@ def http_error(error: errors.JobrunnerError) -> HTTPError:
     return HTTPError(status, title, error.details)
 
 
-async def _on_domain_error(request: Request, exc: Exception) -> Response:
-    assert isinstance(exc, errors.JobrunnerError)
-    return http_error(exc).response()
+def _answer(
+    connection: HTTPConnection, error: errors.JobrunnerError, on_refusal: OnRefusal | None
+) -> HTTPError:
+    refusal = http_error(error)
+    if on_refusal is not None and (reason := refusal_reason(error)) is not None:
+        on_refusal(connection, error, reason, refusal.status)
+    return refusal
 
 
 async def _on_client_gone(request: Request, exc: Exception) -> Response:
@@ -71,19 +129,25 @@ async def _on_client_gone(request: Request, exc: Exception) -> Response:
     return Response(status_code=400)
 
 
-def exception_handlers() -> dict[Any, Any]:
+def exception_handlers(on_refusal: OnRefusal | None = None) -> dict[Any, Any]:
+    async def on_domain_error(request: Request, exc: Exception) -> Response:
+        assert isinstance(exc, errors.JobrunnerError)
+        return _answer(request, exc, on_refusal).response()
+
     return {
         **servekit_handlers(),
-        errors.JobrunnerError: _on_domain_error,
+        errors.JobrunnerError: on_domain_error,
         ClientDisconnect: _on_client_gone,
     }
 
 
-async def refuse_websocket(websocket: WebSocket, error: errors.JobrunnerError) -> None:
+async def refuse_websocket(
+    websocket: WebSocket, error: errors.JobrunnerError, on_refusal: OnRefusal | None = None
+) -> None:
     """Answer a WebSocket handshake with the HTTP error a plain request would get (a `429` with
     its JSON body and `Retry-After`); a server without the ASGI denial-response extension gets
     the socket accepted and closed `1013` with the error's reason."""
-    refusal = http_error(error)
+    refusal = _answer(websocket, error, on_refusal)
     if "websocket.http.response" in websocket.scope.get("extensions", {}):
         await websocket.send_denial_response(refusal.response())
         return

@@ -46,6 +46,7 @@ class RateLimited(JobrunnerError):
         super().__init__(None)
         self.reason = verdict.reason
         self.retry_after = verdict.retry_after or 1
+        self.limit = verdict.limit  # which limit: cpu, concurrent, hourly, streams
 
 
 class InvalidChallenge(JobrunnerError):
@@ -59,9 +60,10 @@ class ShuttingDown(JobrunnerError):
 class Busy(JobrunnerError):
     """The server holds as much of some kind of work as it takes at once (uploads in progress)."""
 
-    def __init__(self, details: str, retry_after: int = 1) -> None:
+    def __init__(self, details: str, retry_after: int = 1, short_of: str = "capacity") -> None:
         super().__init__(details)
         self.retry_after = retry_after
+        self.short_of = short_of  # open_files, uploads, streams: what there is no more of
 
 
 class UpgradeRequired(JobrunnerError):
@@ -115,4 +117,6 @@ def shutting_down() -> ShuttingDown:
 def short_of_files() -> Busy:
     """Long-lived work (a stream, an upload) waits while the server has no more than its reserve
     of open files left, so that health checks and short requests are still answered."""
-    return Busy("the server is short of open files; try again shortly", retry_after=5)
+    return Busy(
+        "the server is short of open files; try again shortly", retry_after=5, short_of="open_files"
+    )

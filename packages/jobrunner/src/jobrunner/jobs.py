@@ -167,6 +167,7 @@ class Job:
     downloaded: set[str] = field(default_factory=set)
     delete_at: float | None = None  # monotonic time; set when the job finishes
     released: bool = False  # its rate-limit slot was given back
+    queued_at: float = 0.0  # the service's clock when it was accepted (for the queue wait)
 
     @property
     def finished(self) -> bool:

@@ -35,6 +35,8 @@ from yarl import URL
 
 from jobrunner import errors
 from jobrunner.jobs import timestamp
+from jobrunner.logformat import client_key
+from jobrunner.metrics import PoolMetrics
 from jobrunner.ratelimit import Limits, RateLimiter, Reservation, StreamSlot
 from jobrunner.signing import (
     FINISHED,
@@ -134,13 +136,25 @@ class Pool:
     retention: float = 600.0  # seconds a finished job's record is kept
     clock: Callable[[], float] = time.monotonic
     jobs: dict[str, PoolJob] = field(default_factory=dict)
+    metrics: PoolMetrics = field(default_factory=PoolMetrics)
 
     def __post_init__(self) -> None:
         self.limiter = RateLimiter(self.limits, self.clock)
         self.open_streams = 0
         self.uploads = 0  # admitted submits whose upload is being read or offered to workers
+        self.metrics.uploads.set_function(lambda: self.uploads)
+        for worker in self.workers:
+            self._watch(worker)
         self._sessions: dict[str, aiohttp.ClientSession] = {}
         self._tasks: list[asyncio.Task[None]] = []
+
+    def _watch(self, worker: Worker) -> None:
+        self.metrics.watch_worker(
+            worker.url,
+            healthy=lambda: int(worker.healthy),
+            active=lambda: worker.active,
+            queue_length=lambda: worker.queue_length,
+        )
 
     # --- lifecycle -------------------------------------------------------------------------------
 
@@ -177,6 +191,7 @@ class Pool:
         await asyncio.gather(*self._tasks, return_exceptions=True)
         for session in self._sessions.values():
             await session.close()
+        log.info("stopped", extra={"event": "server.stopped"})
 
     def session(self, kind: str) -> aiohttp.ClientSession:
         """`health`, `api` or `streams` (see the module's docstring)."""
@@ -242,7 +257,9 @@ class Pool:
         the upload is read, and an upload in progress counts against the client's concurrent
         jobs. Pass the reservation to `submit`, or to `cancel` if the upload fails."""
         if self.uploads >= self.max_uploads:
-            raise errors.Busy(f"{self.uploads} uploads in progress; try again shortly")
+            raise errors.Busy(
+                f"{self.uploads} uploads in progress; try again shortly", short_of="uploads"
+            )
         if descriptors.running_low():
             raise errors.short_of_files()
         reservation = self.limiter.reserve(client_ip)
@@ -300,6 +317,7 @@ class Pool:
                     answer = await reply.read()
             except (aiohttp.ClientError, TimeoutError) as error:
                 refusals.append(f"{worker.url}: {type(error).__name__}")
+                self.metrics.dispatched(worker.url, "unreachable")
                 continue
             if reply.status == 200:
                 try:
@@ -308,10 +326,25 @@ class Pool:
                     accepted = None
                 if accepted is None or not JOB_ID.fullmatch(accepted.job_id):
                     refusals.append(f"{worker.url}: an answer that is not a submit result")
+                    self.metrics.dispatched(worker.url, "unusable")
                     continue
+                self.metrics.dispatched(worker.url, "accepted")
+                log.info(
+                    "job %s dispatched to %s",
+                    accepted.job_id,
+                    worker.url,
+                    extra={
+                        "event": "job.accepted",
+                        "job_id": accepted.job_id,
+                        "client": client_key(self.limiter.key(client_ip)),
+                        "status": "queued",
+                    },
+                )
                 return 200, answer, (worker, accepted)
             if reply.status in (400, 413):  # the request itself is wrong: no other worker helps
+                self.metrics.dispatched(worker.url, "invalid")
                 return reply.status, answer, None
+            self.metrics.dispatched(worker.url, "refused")
             refusals.append(f"{worker.url}: {reply.status}")
         raise errors.NoWorkerAvailable(
             "; ".join(refusals) or "no healthy worker in the pool",
@@ -333,7 +366,10 @@ class Pool:
         of the pool's `max_streams` (503 when all are taken: never queued behind the streams
         session's connections). Returns what gives both back (once)."""
         if self.open_streams >= self.max_streams:
-            raise errors.Busy(f"{self.open_streams} streams proxied at once; try again shortly")
+            raise errors.Busy(
+                f"{self.open_streams} streams proxied at once; try again shortly",
+                short_of="streams",
+            )
         slot = self.open_stream(client_ip)
         self.open_streams += 1
         released = False
@@ -460,6 +496,20 @@ class Pool:
             return
         job.final, job.finished_at = record, self.clock()
         job.worker.active = max(0, job.worker.active - 1)
+        self.metrics.job_finished(record.status, record.failure)
+        log.info(
+            "job %s %s%s",
+            job.job_id,
+            record.status,
+            f" ({record.failure})" if record.failure else "",
+            extra={
+                "event": "job.finished",
+                "job_id": job.job_id,
+                "client": client_key(self.limiter.key(job.client_ip)),
+                "status": record.status,
+                "failure": record.failure,
+            },
+        )
         self.limiter.cpu_used(job.client_ip, job.job_id, record.execution_metadata.cpu_seconds)
         self.limiter.finished(job.client_ip, job.job_id)
 

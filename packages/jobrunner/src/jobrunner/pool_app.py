@@ -12,14 +12,15 @@ from urllib.parse import quote
 
 import aiohttp
 from starlette.applications import Starlette
-from starlette.requests import Request
+from starlette.requests import HTTPConnection, Request
 from starlette.responses import Response
 from starlette.websockets import WebSocket, WebSocketDisconnect
 from yarl import URL
 
 from jobrunner import __version__, errors
 from jobrunner.app import interface
-from jobrunner.edge import drop_small_body, refuse_websocket
+from jobrunner.edge import drop_small_body, refusal_recorder, refuse_websocket
+from jobrunner.logformat import client_key
 from jobrunner.pool import Pool
 from jobrunner.spool import Spool
 from jobrunner.wire import ServerInfo
@@ -45,6 +46,22 @@ def output_path(path: str) -> str:
 
 def build_pool_app(pool: Pool, trusted: TrustedProxies, max_upload_mb: int = 50) -> Starlette:
     limit = max_upload_mb * 2**20
+    metrics = pool.metrics
+
+    def pseudonym(connection: HTTPConnection) -> str:
+        return client_key(pool.limiter.key(client_ip(connection, trusted)))
+
+    on_refusal = refusal_recorder(metrics, pseudonym)
+
+    def counted(kind: str, close: Callable[[], None]) -> Callable[[], None]:
+        """`close` of a proxied stream that also counts the stream of `kind` closed."""
+        uncount = metrics.stream_opened(kind)
+
+        def close_both() -> None:
+            close()
+            uncount()
+
+        return close_both
 
     async def info(request: Request) -> Response:
         healthy = sum(1 for w in pool.workers if w.healthy)
@@ -121,7 +138,7 @@ def build_pool_app(pool: Pool, trusted: TrustedProxies, max_upload_mb: int = 50)
 
     async def logs(request: Request) -> Response:
         worker, job = pool.route(request.path_params["job_id"])
-        close = pool.open_proxied(client_ip(request, trusted))
+        close = counted("log", pool.open_proxied(client_ip(request, trusted)))
         upstream = f"{worker.url}/logs/{job}"
         return await proxy(request, upstream, pool.session("streams"), close)
 
@@ -133,7 +150,7 @@ def build_pool_app(pool: Pool, trusted: TrustedProxies, max_upload_mb: int = 50)
         worker, job = pool.route(request.path_params["job_id"])
         path = output_path(request.path_params["filepath"])
         upstream = f"{worker.url}/download/{job}/{path}"
-        close = pool.open_proxied(client_ip(request, trusted))
+        close = counted("download", pool.open_proxied(client_ip(request, trusted)))
         return await proxy(request, upstream, pool.session("streams"), close)
 
     async def stats(request: Request) -> Response:
@@ -157,7 +174,7 @@ def build_pool_app(pool: Pool, trusted: TrustedProxies, max_upload_mb: int = 50)
         try:
             slot = pool.open_stream(client)
         except (errors.RateLimited, errors.Busy) as error:  # 429, or 503 short of open files
-            await refuse_websocket(websocket, error)
+            await refuse_websocket(websocket, error, on_refusal)
             return
         try:
             await websocket.accept()
@@ -165,12 +182,14 @@ def build_pool_app(pool: Pool, trusted: TrustedProxies, max_upload_mb: int = 50)
                 await websocket.close(1013, "too many live logs at once; try again later")
                 return
             pool.open_streams += 1
+            uncount = metrics.stream_opened("websocket")
             try:
                 with contextlib.suppress(WebSocketDisconnect):
                     job_path = quote(job.job_id, safe="")
                     await _relay(websocket, pool, job.worker.url, job_path, client)
             finally:
                 pool.open_streams -= 1
+                uncount()
         finally:
             slot.close()
 
@@ -192,6 +211,8 @@ def build_pool_app(pool: Pool, trusted: TrustedProxies, max_upload_mb: int = 50)
         environments=environments,
         health=health,
         lifespan=lifespan,
+        metrics=metrics,
+        on_refusal=on_refusal,
     )
 
 

@@ -1,13 +1,14 @@
 """Assembling a running pool from its settings: key, workers, coordinator, app and listener."""
 
 import logging
-import sys
 from pathlib import Path
 
+from jobrunner import logformat
 from jobrunner.config import PoolSettings
 from jobrunner.pool import Pool, Worker, load_workers
 from jobrunner.pool_app import build_pool_app
 from jobrunner.ratelimit import Limits
+from jobrunner.server import side_apps
 from jobrunner.signing import WorkerKey
 from servekit import Listener, TrustedProxies, serve
 
@@ -15,11 +16,13 @@ log = logging.getLogger("jobrunner.pool")
 
 
 def run_pool(settings: PoolSettings) -> None:
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    logformat.configure(settings.log_format)
     entries = load_workers(Path(settings.workers))
     key = WorkerKey.load_or_create(Path(settings.state_dir) / "pool.key")
     # What a client checks the pool's health answers against (its records are the workers').
-    print(f"worker_id {key.worker_id} (the pool's key)", file=sys.stderr, flush=True)
+    logformat.say(
+        settings.log_format, "server.identity", f"worker_id {key.worker_id} (the pool's key)"
+    )
     coordinator = Pool(
         [Worker(entry) for entry in entries],
         key,
@@ -42,5 +45,6 @@ def run_pool(settings: PoolSettings) -> None:
         Listener(settings.host, settings.port, settings.certfile, settings.keyfile),
         graceful_timeout=5,
         write_timeout=settings.write_timeout,
+        on_ready=logformat.announcer(settings.log_format, "listening"),
+        side=side_apps(settings.metrics, settings.port, settings.log_format, coordinator.metrics),
     )
-    log.info("stopped")

@@ -44,6 +44,9 @@ class Verdict:
     retry_after: int | None
     cpu_used: float
     active: int
+    limit: str = (
+        ""  # the limit that refused (the first, when several): cpu, concurrent, hourly, streams
+    )
 
 
 @dataclass
@@ -113,9 +116,11 @@ class RateLimiter:
         self._expire(client, now)
         limits = self.limits
         reasons: list[str] = []
+        limits_hit: list[str] = []
         waits: list[int] = []
         cpu_used = sum(amount for _, amount in client.cpu)
         if cpu_used >= limits.cpu_seconds:
+            limits_hit.append("cpu")
             reasons.append(
                 f"CPU quota exhausted: {cpu_used:.1f}/{limits.cpu_seconds:g} "
                 f"CPU-seconds in the last {limits.cpu_window:g} s"
@@ -127,11 +132,13 @@ class RateLimiter:
                     waits.append(_wait(used_at + limits.cpu_window, now))
                     break
         if client.active >= limits.concurrent:
+            limits_hit.append("concurrent")
             reasons.append(
                 f"Concurrent job limit reached: {client.active}/{limits.concurrent} jobs"
             )
             waits.append(1)
         if len(client.submits) >= limits.per_hour:
+            limits_hit.append("hourly")
             reasons.append(
                 f"Hourly limit reached: {len(client.submits)}/{limits.per_hour} "
                 "submits in the last hour"
@@ -147,6 +154,7 @@ class RateLimiter:
             max(waits) if waits else None,
             round(float(cpu_used), 3),
             client.active,
+            limits_hit[0] if limits_hit else "",
         )
 
     def reserve(self, ip: str) -> Verdict | Reservation:
@@ -181,6 +189,7 @@ class RateLimiter:
                 allowed=False,
                 reason=f"Too many streams (logs and downloads): {held} open",
                 retry_after=1,
+                limit="streams",
             )
         client.streams += 1
         return StreamSlot(self, key)

@@ -5,9 +5,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from jobrunner.config import load
+from jobrunner import logformat
+from jobrunner.config import load, metrics_address
+from jobrunner.metrics import Metrics
 from jobrunner.signing import WorkerKey
-from servekit import Listener, TrustedProxies, serve
+from servekit import Listener, SideApp, TrustedProxies, serve
 
 log = logging.getLogger("jobrunner")
 
@@ -22,8 +24,8 @@ def run_server(config_file: Path | None = None, **overrides: Any) -> None:
     from jobrunner.sandbox import Sandbox, SandboxUnavailable
     from jobrunner.service import JobService, Runner
 
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     settings = load(config_file, **overrides)
+    logformat.configure(settings.log_format)
     warning = None
     runner: Runner
     if settings.unsafe_no_sandbox:
@@ -31,7 +33,10 @@ def run_server(config_file: Path | None = None, **overrides: Any) -> None:
 
         runner = UnsafeRunner()
         warning = UNSAFE_WARNING
-        print(f"WARNING: {warning}", file=sys.stderr, flush=True)
+        if settings.log_format == "json":
+            logging.getLogger("jobrunner").warning(warning, extra={"event": "server.unsafe"})
+        else:
+            print(f"WARNING: {warning}", file=sys.stderr, flush=True)
     else:
         try:
             runner = Sandbox.find(settings.state, settings.concurrency, settings.jail_uid_base)
@@ -42,7 +47,7 @@ def run_server(config_file: Path | None = None, **overrides: Any) -> None:
             ) from None
     key = WorkerKey.load_or_create(settings.state / "worker.key")
     # What a pool's allowlist and a verifier (`jobrunner verify --worker-id`) need from this host.
-    print(f"worker_id {key.worker_id}", file=sys.stderr, flush=True)
+    logformat.say(settings.log_format, "server.identity", f"worker_id {key.worker_id}")
     service = JobService(settings, runner, key)
     app = build_app(service, TrustedProxies(settings.trusted_proxies), warning)
     listener = Listener(settings.host, settings.port, settings.certfile, settings.keyfile)
@@ -56,8 +61,22 @@ def run_server(config_file: Path | None = None, **overrides: Any) -> None:
             graceful_timeout=5,
             before_shutdown=service.drain,
             write_timeout=settings.write_timeout,
+            on_ready=logformat.announcer(settings.log_format, "listening"),
+            side=side_apps(settings.metrics, settings.port, settings.log_format, service.metrics),
         )
     finally:
         if isinstance(runner, Sandbox):
             runner.close()
-    log.info("stopped")
+
+
+def side_apps(
+    address: str | None, public_port: int, log_format: logformat.LogFormat, metrics: Metrics
+) -> list[SideApp]:
+    """The metrics listener, if `--metrics HOST:PORT` asked for one (never the public port)."""
+    if address is None:
+        return []
+    from jobrunner.metrics_app import build_metrics_app
+
+    host, port = metrics_address(address, public_port)
+    announce = logformat.announcer(log_format, "metrics")
+    return [SideApp(build_metrics_app(metrics), Listener(host, port), "metrics", announce)]

@@ -24,6 +24,8 @@ from jobrunner.config import Settings
 from jobrunner.environments import TEMPLATES, Environments, EnvironmentUnavailable, interpreters
 from jobrunner.jobs import Job, Log, new_job_id, timestamp
 from jobrunner.listing import LISTING_BYTES, ListingBudget, listing
+from jobrunner.logformat import client_key
+from jobrunner.metrics import WorkerMetrics
 from jobrunner.ratelimit import Limits, RateLimiter, Reservation, StreamSlot
 from jobrunner.sandbox import RunResult, RunSpec
 from jobrunner.wire import (
@@ -114,6 +116,7 @@ class JobService:
         runner: Runner,
         key: signing.WorkerKey,
         clock: Callable[[], float] = time.monotonic,
+        metrics: WorkerMetrics | None = None,
     ) -> None:
         self.settings = settings
         self.runner = runner
@@ -144,6 +147,13 @@ class JobService:
         self.interpreters = interpreters()
         self.jobs_dir = settings.state / "jobs"
         self._tasks: list[asyncio.Task[None]] = []
+        self.metrics = metrics or WorkerMetrics()
+        self.metrics.watch(
+            queue_length=lambda: len(self.queue),
+            running=lambda: self.running,
+            slots=lambda: settings.concurrency,
+            accepting=lambda: int(self.accepting),
+        )
         self._executor: ThreadPoolExecutor | None = None
 
     # --- lifecycle -------------------------------------------------------------------------------
@@ -183,6 +193,7 @@ class JobService:
                 len(self.queue),
                 self.running,
                 self.settings.shutdown_grace,
+                extra={"event": "server.draining"},
             )
         self.accepting = False
         self.queue.clear()
@@ -202,6 +213,7 @@ class JobService:
         for task in [*self._tasks, *self._waiting]:
             task.cancel()
         await asyncio.gather(*self._tasks, *self._waiting, return_exceptions=True)
+        log.info("stopped", extra={"event": "server.stopped"})
 
     # --- submit ----------------------------------------------------------------------------------
 
@@ -248,9 +260,12 @@ class JobService:
             await asyncio.to_thread(shutil.rmtree, job_dir, True)
             raise
         self.jobs[job.id] = job
+        job.queued_at = self.clock()
         async with self._queue_changed:
             self.queue.append(job.id)
             self._queue_changed.notify()
+        self.metrics.accepted.inc()
+        log.info("job %s accepted", job.id, extra=self._facts(job, event="job.accepted"))
         return SubmitResult(job.id, "queued", len(self.queue), job.job_hash)
 
     async def _accept(
@@ -355,7 +370,10 @@ class JobService:
         s = self.settings
         job.state, job.started_at = "running", timestamp()
         started = self.clock()
+        self.metrics.job_started(started - job.queued_at)
+        log.info("job %s started", job.id, extra=self._facts(job, event="job.started"))
         note = None
+        setup_seconds = None
         try:
             environment = await self.environments.acquire(job.manifest.environment)
             m = job.manifest
@@ -380,6 +398,7 @@ class JobService:
                 on_cpu=lambda cpu: self.limiter.cpu_used(job.client_ip, job.id, cpu),
             )
             job.exit_code, job.failure = result.exit_code, result.failure
+            setup_seconds = result.setup_seconds
             job.cpu_seconds, job.memory_peak_bytes = result.cpu_seconds, result.memory_peak_bytes
             note = self._keep_outputs(job, result) or result.note
         except EnvironmentUnavailable as error:
@@ -389,6 +408,7 @@ class JobService:
             # The exception's text may name host paths: the job's log gets only its kind.
             job.failure, note = "sandbox_error", f"the sandbox failed ({type(error).__name__})"
         self._finish(job, started, note)
+        self.metrics.job_ran(job.wall_seconds, setup_seconds)
 
     def _keep_outputs(self, job: Job, result: RunResult) -> str | None:
         """The outputs the wire can carry; the others are named in the log with why, as long as
@@ -467,6 +487,7 @@ class JobService:
         if note:
             job.log.last(note)
         job.log.close()
+        self.metrics.job_finished(job.state, job.failure)
         log.info(
             "job %s %s%s in %.3f s (%.3f CPU-s)",
             job.id,
@@ -474,7 +495,18 @@ class JobService:
             f" ({job.failure})" if job.failure else "",
             job.wall_seconds,
             job.cpu_seconds,
+            extra=self._facts(job, event="job.finished"),
         )
+
+    def _facts(self, job: Job, event: str) -> dict[str, object]:
+        """The `extra=` fields of a log line about `job` (see `jobrunner.logformat`)."""
+        return {
+            "event": event,
+            "job_id": job.id,
+            "client": client_key(self.limiter.key(job.client_ip)),
+            "status": job.state,
+            "failure": job.failure,
+        }
 
     # --- reading ---------------------------------------------------------------------------------
 

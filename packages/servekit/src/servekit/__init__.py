@@ -4,13 +4,14 @@ Each module holds one idea: `responses` (msgspec JSON), `errors` (the JSON error
 exception handlers that send it), `clientaddr` (who is asking, behind trusted proxies), `cors`
 (the cross-origin policy), `streaming` (bodies and WebSockets that stop when the client leaves),
 `descriptors` (open files: the limit, a reserve for new clients) and `launcher` (hypercorn,
-HTTP/1.1 only, with TLS, a write timeout and graceful shutdown).
+HTTP/1.1 only, with TLS, a write timeout, graceful shutdown and side apps on listeners
+of their own).
 """
 
 from servekit.clientaddr import TrustedProxies, client_ip, rate_key
 from servekit.cors import CorsPolicy
 from servekit.errors import ErrorBody, HTTPError, error_response, exception_handlers
-from servekit.launcher import Listener, serve
+from servekit.launcher import Listener, SideApp, serve
 from servekit.responses import JSONResponse
 from servekit.streaming import ClientFile, ClientStream, first_of, while_connected
 
@@ -24,6 +25,7 @@ __all__ = [
     "HTTPError",
     "JSONResponse",
     "Listener",
+    "SideApp",
     "TrustedProxies",
     "client_ip",
     "error_response",

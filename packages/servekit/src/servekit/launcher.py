@@ -19,7 +19,7 @@ import logging
 import signal
 import socket
 import sys
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from http import HTTPStatus
 from typing import Any
@@ -166,42 +166,21 @@ def _announce(url: str) -> None:
     print(f"listening on {url}", file=sys.stderr, flush=True)
 
 
-async def serve_async(
-    app: Any,
-    listener: Listener,
-    *,
-    graceful_timeout: float = 10.0,
-    on_ready: Callable[[str], None] = _announce,
-    stop: asyncio.Event | None = None,
-    before_shutdown: Callable[[], Awaitable[None]] | None = None,
-    max_websocket_message: int = 64 * 1024,
-    write_timeout: float | None = None,
-) -> None:
-    """Serve until SIGTERM/SIGINT (or `stop` is set), then finish open requests and return.
+@dataclass(frozen=True)
+class SideApp:
+    """A second app the same process serves on a listener of its own (metrics for an operator,
+    say), announced as `<name> on <url>` before the main listener's `listening on <url>`. It
+    keeps answering while the main app drains and stops once the main listener has closed."""
 
-    `before_shutdown` runs once the signal came and while the server still answers (a service
-    refusing new work with 503 while its running work ends); the listener closes after it.
-    A WebSocket message from a client larger than `max_websocket_message` closes its connection
-    (1009): hypercorn holds a whole message before the app sees it, 16 MiB by default.
-    A client that takes nothing of what it is sent for `write_timeout` seconds is dropped (see
-    `Listener.bind`)."""
-    stop = stop or asyncio.Event()
-    loop = asyncio.get_running_loop()
+    app: Any
+    listener: Listener
+    name: str
+    announce: Callable[[str], None] | None = None  # instead of the line on stderr
 
-    def stop_on(signum: signal.Signals) -> None:
-        if not stop.is_set():  # said once: a second SIGTERM changes nothing
-            log.info("%s received: shutting down", signum.name)
-        stop.set()
 
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(signum, stop_on, signum)
-
-    _send_reason_phrases()
-    _http1_only()
-    _timed_out_is_closed()
-    _open_files()
-    sock = listener.bind(write_timeout)
-    port = sock.getsockname()[1]
+def _config(
+    sock: socket.socket, listener: Listener, graceful_timeout: float, max_websocket_message: int
+) -> Config:
     config = Config()
     # hypercorn owns the descriptor from here on and closes it when it stops.
     config.bind = [f"fd://{sock.detach()}"]
@@ -212,15 +191,96 @@ async def serve_async(
     config.websocket_max_message_size = max_websocket_message
     config.errorlog = logging.getLogger("hypercorn.error")
     config.accesslog = None
-    on_ready(listener.url(port))
+    return config
+
+
+async def serve_async(
+    app: Any,
+    listener: Listener,
+    *,
+    graceful_timeout: float = 10.0,
+    on_ready: Callable[[str], None] = _announce,
+    stop: asyncio.Event | None = None,
+    before_shutdown: Callable[[], Awaitable[None]] | None = None,
+    max_websocket_message: int = 64 * 1024,
+    write_timeout: float | None = None,
+    side: Sequence[SideApp] = (),
+) -> None:
+    """Serve until SIGTERM/SIGINT (or `stop` is set), then finish open requests and return.
+
+    `before_shutdown` runs once the signal came and while the server still answers (a service
+    refusing new work with 503 while its running work ends); the listener closes after it.
+    A WebSocket message from a client larger than `max_websocket_message` closes its connection
+    (1009): hypercorn holds a whole message before the app sees it, 16 MiB by default.
+    A client that takes nothing of what it is sent for `write_timeout` seconds is dropped (see
+    `Listener.bind`). Each of `side` is served on its own listener in the same loop (hypercorn
+    serves one app per call, so each is its own `serve`); every socket is bound before any is
+    announced, so a listener that cannot bind stops the start."""
+    stop = stop or asyncio.Event()
+    loop = asyncio.get_running_loop()
+    _send_reason_phrases()
+    _http1_only()
+    _timed_out_is_closed()
+    _open_files()
+    sockets: list[socket.socket] = []
+    try:
+        sock = listener.bind(write_timeout)
+        sockets.append(sock)
+        for extra in side:
+            sockets.append(extra.listener.bind(write_timeout))
+    except BaseException:
+        for opened in sockets:
+            opened.close()
+        raise
+    port = sock.getsockname()[1]
+    config = _config(sock, listener, graceful_timeout, max_websocket_message)
+    side_configs = []
+    for extra, side_sock in zip(side, sockets[1:], strict=True):
+        side_url = extra.listener.url(side_sock.getsockname()[1])
+        side_configs.append(_config(side_sock, extra.listener, 1.0, max_websocket_message))
+        if extra.announce is not None:
+            extra.announce(side_url)
+        else:
+            print(f"{extra.name} on {side_url}", file=sys.stderr, flush=True)
+
+    def stop_on(signum: signal.Signals) -> None:
+        if not stop.is_set():  # said once: a second SIGTERM changes nothing
+            log.info("%s received: shutting down", signum.name)
+        stop.set()
+
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, stop_on, signum)
+    closed = asyncio.Event()  # the main listener has stopped: the side apps stop too
 
     async def shutdown_trigger() -> None:
         await stop.wait()
         if before_shutdown is not None:
             await before_shutdown()
 
+    async def main() -> None:
+        try:
+            await hypercorn_serve(app, config, shutdown_trigger=shutdown_trigger)
+        finally:
+            closed.set()
+
+    async def serve_side(extra: SideApp, side_config: Config) -> None:
+        try:
+            await hypercorn_serve(extra.app, side_config, shutdown_trigger=closed.wait)
+        finally:
+            stop.set()  # a side app that ended by itself (it failed) ends the whole server
+
     try:
-        await hypercorn_serve(app, config, shutdown_trigger=shutdown_trigger)
+        on_ready(listener.url(port))
+        # Each ends the others gently (`closed`, `stop`); the first failure is raised as it is
+        # once all have ended, so callers see the same exceptions as with one app.
+        ended = await asyncio.gather(
+            main(),
+            *(serve_side(extra, conf) for extra, conf in zip(side, side_configs, strict=True)),
+            return_exceptions=True,
+        )
+        for outcome in ended:
+            if isinstance(outcome, BaseException):
+                raise outcome
     finally:
         for signum in (signal.SIGTERM, signal.SIGINT):
             loop.remove_signal_handler(signum)

@@ -84,6 +84,7 @@ class RunResult:
     outputs: list[workdir.Output] = field(default_factory=list)
     unlisted: int = 0  # outputs with a problem past those in `outputs`: counted only
     note: str | None = None  # one line for the job's log, saying why it stopped
+    setup_seconds: float | None = None  # setting the jail up before the job's process started
 
 
 @dataclass(frozen=True)
@@ -207,6 +208,7 @@ class Sandbox:
         # when none of its processes and none of its files is left.
         uid = self.job_ids.take()
         try:
+            setting_up = time.monotonic()
             try:
                 job_cgroup, jail = await _in_thread_to_the_end(self._prepare, spec, work, uid)
             except workdir.InputsDoNotFit:
@@ -218,6 +220,7 @@ class Sandbox:
                     note=f"storage limit of {spec.storage_bytes // 1_000_000} MB reached: "
                     "the inputs do not fit in the work dir",
                 )
+            setup_seconds = time.monotonic() - setting_up
             status, usage, wall, backstop = await self._execute(
                 spec, job_cgroup, jail, on_output, on_cpu
             )
@@ -226,6 +229,7 @@ class Sandbox:
             result = _classify(
                 spec, status, usage, wall, backstop, log, job_cgroup, full=workdir.is_full(work)
             )
+            result.setup_seconds = setup_seconds
             if result.failure != "sandbox_error":
                 await collect_outputs(spec, work, result)
             return result

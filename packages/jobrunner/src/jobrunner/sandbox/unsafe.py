@@ -22,6 +22,7 @@ class UnsafeRunner:
         on_cpu: Callable[[float], None] = lambda _: None,
     ) -> RunResult:
         work = spec.job_dir / "work"
+        setting_up = time.monotonic()
         await asyncio.to_thread(shutil.copytree, spec.job_dir / "inputs", work)
         (spec.job_dir / "outputs").mkdir(mode=0o700)
         argv = [_host_path(spec.argv[0], spec.environment), *spec.argv[1:]]
@@ -32,6 +33,7 @@ class UnsafeRunner:
             **spec.env,
         }
         started = time.monotonic()
+        setup_seconds = started - setting_up
         process = await asyncio.create_subprocess_exec(
             *argv,
             cwd=work,
@@ -59,6 +61,7 @@ class UnsafeRunner:
         if failure is None and code != 0:
             failure = "nonzero_exit"
         result = RunResult(code, failure, round(time.monotonic() - started, 3), 0, note=note)
+        result.setup_seconds = setup_seconds
         await collect_outputs(spec, work, result)
         await asyncio.to_thread(shutil.rmtree, work, True)
         return result
