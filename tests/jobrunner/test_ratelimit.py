@@ -1,6 +1,9 @@
 """Per-IP limits: properties over arbitrary arrival sequences, and the real server's answers."""
 
+import gzip
+import io
 import ipaddress
+import tarfile
 import time
 
 import httpx
@@ -289,3 +292,45 @@ def test_server_counts_ipv6_clients_by_64_and_the_prefix_is_configurable(start_s
     )
     assert from_(per_address.url, "2001:db8:5:6::1").status_code == 200
     assert from_(per_address.url, "2001:db8:5:6::2").status_code == 200
+
+
+def _inflating_upload() -> bytes:
+    """A 110 MB tarball of zeros in about 110 KB: refused at the storage limit (100 MB), after
+    the server has inflated and written 100 MB of it."""
+    body = io.BytesIO()
+    with gzip.GzipFile(fileobj=body, mode="wb", compresslevel=9) as packed:
+        zeros = bytes(1 << 20)
+        for name in ("a.py", "b"):
+            header = tarfile.TarInfo(name)
+            header.size = 55 * len(zeros)
+            packed.write(header.tobuf(format=tarfile.USTAR_FORMAT))
+            for _ in range(55):
+                packed.write(zeros)
+        packed.write(bytes(1024))
+    return body.getvalue()
+
+
+def test_the_cpu_spent_on_refused_uploads_counts_against_the_clients_quota(start_server):
+    server = start_server("--rate-cpu-seconds", "1", "--trusted-proxy", "127.0.0.1")
+    upload = _inflating_upload()
+    answers = []
+    for _ in range(60):  # each costs the server a fraction of a CPU-second
+        reply = httpx.post(
+            f"{server.url}/submit",
+            files={"files": ("job.tar.gz", upload)},
+            data={"manifest": '{"entrypoint": "a.py"}'},
+            headers={"X-Forwarded-For": "203.0.113.7"},
+            timeout=60,
+        )
+        answers.append(reply.status_code)
+        if reply.status_code == 429:
+            assert reply.json()["reason"].startswith("CPU quota exhausted")
+            break
+    assert answers[0] == 400 and answers[-1] == 429, answers
+    other = submit(
+        server.url,
+        {"main.py": "print(1)"},
+        {"entrypoint": "main.py"},
+        headers={"X-Forwarded-For": "203.0.113.8"},
+    )
+    assert other.status_code == 200  # another client's quota is its own

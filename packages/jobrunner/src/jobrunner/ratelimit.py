@@ -212,6 +212,13 @@ class RateLimiter:
         if delta > 0:
             client.cpu.append((self.clock(), delta))
 
+    def charge(self, ip: str, seconds: float) -> None:
+        """CPU the server spent for this client outside its jobs (unpacking its upload, refused or
+        not): it counts against the client's CPU quota like a job's, for `cpu_window` seconds."""
+        if seconds > 0:
+            self._client(self.key(ip)).cpu.append((self.clock(), seconds))
+            self._forget_if_idle(self.key(ip))
+
     def finished(self, ip: str, job_id: str) -> None:
         key = self.key(ip)
         client = self._client(key)

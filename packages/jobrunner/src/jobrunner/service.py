@@ -290,14 +290,25 @@ class JobService:
         if not parts:
             raise errors.invalid_files("no files were uploaded (form field `files`)")
         budget = uploads.Budget(s.storage_mb * 1_000_000, s.max_entries, deadline)
+        spent = [0.0]  # the unpacking thread's CPU: the client's, whether the upload is refused
+
+        def unpack() -> None:
+            started = time.thread_time()
+            try:
+                self._unpack(parts, job_dir, budget)
+            finally:
+                spent[0] = time.thread_time() - started
+
         try:
-            await _till_done(asyncio.to_thread(self._unpack, parts, job_dir, budget), budget.stop)
+            await _till_done(asyncio.to_thread(unpack), budget.stop)
         except uploads.UploadError as error:
             raise errors.invalid_files(str(error)) from None
         except uploads.Expired:
             raise errors.UploadTimeout(
                 f"the upload was not received and unpacked within {s.upload_timeout:g} s"
             ) from None
+        finally:
+            self.limiter.charge(client_ip, spent[0])
         inputs = {item.path: item.sha256 for item in budget.files}
         if parsed.entrypoint not in inputs:
             raise errors.invalid_manifest(
