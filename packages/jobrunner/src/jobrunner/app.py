@@ -22,7 +22,7 @@ from starlette.routing import Route, WebSocketRoute
 from starlette.types import Message, Receive
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
-from jobrunner import errors, uploads
+from jobrunner import errors, openapi, uploads
 from jobrunner.edge import drop_small_body, exception_handlers, refuse_websocket
 from jobrunner.jobs import Follower, Job, Log
 from jobrunner.service import JobService
@@ -236,6 +236,10 @@ async def _upgrade_required(request: Request) -> Response:
     raise errors.UpgradeRequired("this is a WebSocket endpoint: connect with Upgrade: websocket")
 
 
+async def _openapi(request: Request) -> Response:
+    return Response(openapi.document(), media_type="application/json")
+
+
 def interface(
     *,
     info: Handler,
@@ -264,6 +268,7 @@ def interface(
             Route("/stats", stats),
             Route("/environments", environments),
             Route("/health", health),
+            Route("/openapi.json", _openapi),  # the same for a worker and a pool
         ],
         exception_handlers=exception_handlers(),
         middleware=[
