@@ -275,7 +275,7 @@ def _paths() -> dict[str, Any]:
                 "environments",
                 "Environment templates and interpreters",
                 {"200": _json("The environments", _ref(wire.Environments))},
-                (502, 503),
+                (503,),  # a pool without a healthy worker
             )
         },
         "/health": {
