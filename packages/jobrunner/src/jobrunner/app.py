@@ -23,7 +23,7 @@ from starlette.routing import Route, WebSocketRoute
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
-from jobrunner import errors, uploads
+from jobrunner import errors, openapi, uploads
 from jobrunner.edge import (
     OnRefusal,
     drop_small_body,
@@ -266,6 +266,10 @@ async def _upgrade_required(request: Request) -> Response:
     raise errors.UpgradeRequired("this is a WebSocket endpoint: connect with Upgrade: websocket")
 
 
+async def _openapi(request: Request) -> Response:
+    return Response(openapi.document(), media_type="application/json")
+
+
 def interface(
     *,
     info: Handler,
@@ -297,6 +301,7 @@ def interface(
             Route("/stats", stats),
             Route("/environments", environments),
             Route("/health", health),
+            Route("/openapi.json", _openapi),  # the same for a worker and a pool
         ],
         exception_handlers=exception_handlers(on_refusal),
         middleware=[

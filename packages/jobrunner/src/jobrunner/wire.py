@@ -171,5 +171,19 @@ class Health(Struct, omit_defaults=True):
     challenge_signature: str | None = None
 
 
+# --- errors ------------------------------------------------------------------------------------
+
+
+class RateLimitedBody(Struct, omit_defaults=True):
+    """A `429`: servekit's `ErrorBody` plus which limit (`reason`) and when to ask again (seconds).
+    Its own Struct, not an `ErrorBody` subclass: importing servekit here would load the server's
+    libraries into every client."""
+
+    error: str
+    reason: str
+    retry_after: int
+    details: str | None = None
+
+
 decode_manifest = msgspec.json.Decoder(Manifest).decode
 decode_status = msgspec.json.Decoder(StatusRecord).decode
