@@ -9,11 +9,13 @@ import threading
 from pathlib import Path
 
 import httpx
+import pytest
 
 from jobrunner.sandbox.cgroups import Cgroups
 from jobrunner.sandbox.layout import Layout
 from jobrunner.signing import check_record
 from support.jobclient import (
+    GENEROUS,
     HELD,
     JOBRUNNER,
     log_of,
@@ -192,6 +194,41 @@ def test_cancelling_a_finished_or_unknown_job(server):
     assert httpx.get(f"{server.url}/status/{job['job_id']}").json() == record  # unchanged
     unknown = httpx.delete(f"{server.url}/jobs/nosuchjob")
     assert unknown.status_code == 404 and unknown.json()["error"] == "Job not found"
+
+
+@pytest.fixture
+def templates(state_dir):
+    """A template that builds (one tiny package) and one that cannot (as in test_environments)."""
+    folder = state_dir / "templates"
+    folder.mkdir()
+    (folder / "nlp.toml").write_text('description = "tiny"\npackages = ["six==1.16.0"]\n')
+    (folder / "scientific.toml").write_text(
+        'description = "broken"\npackages = ["this-package-does-not-exist-jobrunner==0.0.1"]\n'
+    )
+    return folder
+
+
+@pytest.mark.timeout(240)
+@pytest.mark.parametrize(("environment", "other_ends"), [("nlp", None), ("scientific", "failed")])
+def test_a_job_cancelled_while_its_environment_builds_stays_cancelled(
+    start_server, templates, environment, other_ends
+):
+    """Once built (or failed), the environment neither runs the cancelled job nor finishes it
+    a second time; the job waiting beside it goes on as usual."""
+    server = start_server(*GENEROUS, "--templates-dir", str(templates))
+    code = "import six\nprint('six', six.__version__)\n"
+    manifest = {"entrypoint": "main.py", "environment": environment}
+    cancelled, other = (submit(server.url, {"main.py": code}, manifest).json() for _ in range(2))
+    assert wait_until(lambda: "is being built" in log_of(server.url, cancelled["job_id"]))
+    answer = httpx.delete(f"{server.url}/jobs/{cancelled['job_id']}")
+    assert answer.status_code == 200, answer.text
+    record = answer.json()
+    assert record["failure"] == "cancelled"
+    ended = wait_finished(server.url, other["job_id"], 200)
+    assert ended["status"] == (other_ends or "completed"), log_of(server.url, other["job_id"])
+    assert httpx.get(f"{server.url}/status/{cancelled['job_id']}").json() == record
+    log = log_of(server.url, cancelled["job_id"])
+    assert "six 1.16.0" not in log and log.endswith("cancelled (DELETE /jobs/{id})\n")
 
 
 # --- GET /status/{id}?wait=S ---------------------------------------------------------------------

@@ -59,9 +59,9 @@ class Manifest(Struct, forbid_unknown_fields=True, omit_defaults=False):
     timeout: Annotated[int, Meta(ge=1, le=300)] = 300
     memory_mb: Annotated[int, Meta(ge=16, le=512)] = 512
     # Text fed to the entrypoint's standard input (UTF-8, NUL included); "" is no input at all.
-    # Left out of the canonical manifest while empty, so that job hashes of jobs without stdin
-    # are those of the servers before it (see `signing.job_hash`).
-    stdin: Annotated[str, Meta(max_length=STDIN_MAX)] = ""
+    # At most STDIN_MAX bytes, checked by `manifest.parse`. Left out of the canonical manifest
+    # while empty, so that jobs without stdin keep the hashes they had before it (`job_hash`).
+    stdin: str = ""
 
 
 # --- job status record ---------------------------------------------------------------------------
