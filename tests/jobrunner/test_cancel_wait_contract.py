@@ -110,3 +110,43 @@ def test_stdin_is_kept_out_of_memory_until_the_job_runs(tmp_path):
 
 def _streams(served: Served) -> int:
     return served.service.limiter.open_streams("127.0.0.1")
+
+
+def test_the_client_waits_by_long_polls_and_cancels(tmp_path):
+    from jobrunner.client import Client, JobrunnerError
+
+    async def scenario(served: Served) -> None:
+        async with Client(served.url) as client:
+            job = await client.submit(
+                tarball=tarball({"main.json": steps({"out": "x" * 1000}, {"wait": "go"})}),
+                entrypoint="main.json",
+                interpreter="python",
+            )
+            held = served.service.jobs[job.job_id]
+            waiting = asyncio.ensure_future(client.wait(job.job_id))
+            # One request held open by the server: no log stream read to its end, no polling.
+            assert await wait_until_async(lambda: _streams(served) == 1)
+            assert not held.log.followers and not waiting.done()
+            served.runner.open("go")
+            record = await waiting
+            assert record.status == "completed" and record.job_id == job.job_id
+
+            second = await client.submit(
+                tarball=tarball({"main.json": steps({"wait": "never"})}),
+                entrypoint="main.json",
+                interpreter="python",
+                stdin="for the job",
+            )
+            assert await wait_until_async(lambda: second.job_id in served.runner.started)
+            assert (await client.status(second.job_id, wait=0.1)).status == "running"
+            cancelled = await client.cancel(second.job_id)
+            assert (cancelled.status, cancelled.failure) == ("failed", "cancelled")
+            client.check(cancelled)  # signed, for this job, with the hash its submit announced
+            try:
+                await client.cancel(second.job_id)
+            except JobrunnerError as error:
+                assert error.status == 409 and error.error == "Job already finished"
+            else:
+                raise AssertionError("a second cancel must be refused")
+
+    run(scenario, tmp_path)
