@@ -267,17 +267,26 @@ def test_long_polls_count_as_streams(start_server, state_dir):
     assert wait_until(lambda: "held" in log_of(server.url, job["job_id"]), timeout=60)
     status_url = f"{server.url}/status/{job['job_id']}"
     first: list[httpx.Response] = []
-    waiter = threading.Thread(
-        target=lambda: first.append(httpx.get(status_url, params={"wait": "60"}, timeout=90))
-    )
+
+    def long_poll() -> None:
+        # Asked again if a probe below held the one stream at that moment.
+        while (
+            answer := httpx.get(status_url, params={"wait": "60"}, timeout=90)
+        ).status_code == 429:
+            pass
+        first.append(answer)
+
+    waiter = threading.Thread(target=long_poll)
     waiter.start()
     try:
-        # The waiter holds the client's one stream: a second long poll is refused.
+        # The waiter holds the client's one stream: a log (a stream too) is refused.
         def refused() -> bool:
-            return httpx.get(status_url, params={"wait": "1"}, timeout=30).status_code == 429
+            return httpx.get(f"{server.url}/logs/{job['job_id']}").status_code == 429
 
         assert wait_until(refused, timeout=30)
         assert httpx.get(status_url).status_code == 200  # a plain status is no stream
+        again = httpx.get(status_url, params={"wait": "1"})
+        assert again.status_code == 429 and "streams" in again.json()["reason"]
     finally:
         (Layout.for_state(state_dir / "s0").work / job["job_id"] / "go").write_text("")
         waiter.join(90)
