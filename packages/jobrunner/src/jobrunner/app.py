@@ -200,7 +200,7 @@ def build_app(
             record = await unless_gone(request, service.wait(job_id, seconds))
         finally:
             slot.close()
-        return JSONResponse(record or service.status(job_id))
+        return JSONResponse(service.status(job_id) if record is None else record)
 
     async def cancel(request: Request) -> Response:
         return JSONResponse(await service.cancel_job(request.path_params["job_id"]))
