@@ -12,8 +12,9 @@ still answers once its worker is gone.
 Three aiohttp sessions, each with its own connection limit and timeouts, so that one kind of
 traffic can never starve another: `health` (the challenges, one connection per worker), `api`
 (submit, status, outputs, cancels: short requests) and `streams` (live logs over WebSocket, plain
-logs and downloads, which last as long as the client reads, and long polls of `/status?wait=`). Rate limits apply here, per client IP (IPv6
-by network); workers see the client in `X-Forwarded-For` (the pool must be a trusted proxy).
+logs and downloads, which last as long as the client reads, and long polls of `/status?wait=`).
+Rate limits apply here, per client IP (IPv6 by network); workers see the client in
+`X-Forwarded-For` (the pool must be a trusted proxy).
 """
 
 import asyncio
