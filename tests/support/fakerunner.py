@@ -8,7 +8,8 @@ without root; the real-sandbox tests stay where they are.
 Steps: {"out": text} / {"out_hex": hex bytes}; {"file": name, "data": text} / {"file_hex":
 hex name, "data": text}; {"deep": n} (a file n directories of 200 characters down); {"wait": gate}
 (an asyncio gate the test opens); {"block": gate} (a thread blocks until the test opens it, like
-the sandbox waiting for nsjail); {"raise": text}; {"exit": n}.
+the sandbox waiting for nsjail); {"raise": text}; {"exit": n}; {"stdin": true} (the job's stdin
+written to its log). A cancel (`stop`) ends a "wait" at once: the job is then `cancelled`.
 """
 
 import asyncio
@@ -55,7 +56,9 @@ class FakeRunner:
         spec: RunSpec,
         on_output: Callable[[bytes], None],
         on_cpu: Callable[[float], None] = lambda _: None,
+        stop: asyncio.Event | None = None,
     ) -> RunResult:
+        stop = stop or asyncio.Event()
         self.started.append(spec.job_id)
         work = spec.job_dir / "work"
         await asyncio.to_thread(shutil.copytree, spec.job_dir / "inputs", work)
@@ -78,7 +81,15 @@ class FakeRunner:
             elif "deep" in step:  # a file further down than PATH_MAX reaches from the host
                 _deep_file(work, step["deep"], step.get("data", "").encode())
             elif "wait" in step:
-                await self.gate(step["wait"]).wait()
+                gate = asyncio.ensure_future(self.gate(step["wait"]).wait())
+                stopping = asyncio.ensure_future(stop.wait())
+                await asyncio.wait({gate, stopping}, return_when=asyncio.FIRST_COMPLETED)
+                gate.cancel()
+                stopping.cancel()
+                if stop.is_set():
+                    return RunResult(None, "cancelled", 0.02, 2_000_000)
+            elif "stdin" in step:
+                on_output(spec.stdin.read_bytes() if spec.stdin else b"")
             elif "block" in step:
                 await asyncio.to_thread(self.block(step["block"]).wait)
             elif "raise" in step:

@@ -8,9 +8,11 @@ import asyncio
 import codecs
 import contextlib
 import logging
+import re
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AbstractAsyncContextManager
+from typing import TypeVar
 
 from starlette.applications import Starlette
 from starlette.convertors import Convertor, register_url_convertor
@@ -42,10 +44,14 @@ from servekit import (
     JSONResponse,
     TrustedProxies,
     client_ip,
+    first_of,
     while_connected,
 )
 
-MAX_MANIFEST = 64 * 1024
+# The manifest form field, in bytes: room for a stdin of 1 MiB (`wire.STDIN_MAX`) written as
+# UTF-8, escaped up to twice its size, with the other fields. Every non-file part of a form may
+# be this large and is parsed in memory (16 at most): 32 MiB, as much as the 32 file parts' spools.
+MAX_MANIFEST = 2 * 2**20
 LOG_CHUNK = 64 * 1024  # bytes of log per message or response chunk: memory per reader is bounded
 _DOWNLOAD_HEADERS = {
     # Outputs are the job's bytes: never let a browser run them in our origin.
@@ -54,6 +60,39 @@ _DOWNLOAD_HEADERS = {
 }
 log = logging.getLogger("jobrunner")
 Handler = Callable[[Request], Awaitable[Response]]
+T = TypeVar("T")
+# `GET /status/{id}?wait=S`: at most a minute, so that proxies' idle timeouts (often 60 s or more)
+# and the clients' read timeouts never cut a long poll; a decimal number of seconds.
+MAX_WAIT = 60.0
+_SECONDS = re.compile(r"[0-9]{1,3}(\.[0-9]{1,3})?")
+
+
+def wait_seconds(request: Request) -> float | None:
+    """The `wait` query parameter (seconds, more than 0 and at most MAX_WAIT), or None."""
+    text = request.query_params.get("wait")
+    if text is None:
+        return None
+    if not _SECONDS.fullmatch(text) or not 0 < float(text) <= MAX_WAIT:
+        raise errors.InvalidParameter(
+            f"wait: a number of seconds more than 0 and at most {MAX_WAIT:g}, not {text[:40]!r}"
+        )
+    return float(text)
+
+
+async def unless_gone(request: Request, work: Awaitable[T]) -> T | None:
+    """`work`'s result, or None once the client has gone (`work` is then cancelled): a long poll
+    whose client left holds nothing until its time is up."""
+    found: list[T] = []
+
+    async def working() -> None:
+        found.append(await work)
+
+    async def client_left() -> None:
+        while (await request.receive())["type"] != "http.disconnect":
+            pass
+
+    await first_of(working(), client_left())
+    return found[0] if found else None
 
 
 def _limited(receive: Receive, limit: int, limit_mb: int) -> Receive:
@@ -85,11 +124,17 @@ async def _read_form(request: Request, deadline: float, timeout: float) -> Async
     except HTTPException as error:  # Starlette's words for it: "Too many files. Maximum ..."
         if error.status_code == 400 and error.detail.startswith("Too many files"):
             raise errors.invalid_files(uploads.too_many_parts()) from None
+        if error.status_code == 400 and error.detail.startswith("Part exceeded maximum size"):
+            raise errors.invalid_manifest(_manifest_too_large()) from None
         raise
     try:
         yield form
     finally:
         await form.close()
+
+
+def _manifest_too_large() -> str:
+    return f"the manifest is larger than {MAX_MANIFEST} bytes (stdin: at most 1 MiB as UTF-8)"
 
 
 async def _log_chunks(log_: Log) -> AsyncIterator[bytes]:
@@ -148,7 +193,10 @@ def build_app(
                 )
                 manifest = form.get("manifest")
                 if isinstance(manifest, UploadFile):
-                    manifest = (await manifest.read(MAX_MANIFEST + 1)).decode("utf-8", "replace")
+                    data = await manifest.read(MAX_MANIFEST + 1)
+                    if len(data) > MAX_MANIFEST:
+                        raise errors.invalid_manifest(_manifest_too_large())
+                    manifest = data.decode("utf-8", "replace")
                 if manifest is None:
                     raise errors.invalid_manifest("Missing form field: manifest")
                 parts = [
@@ -165,7 +213,22 @@ def build_app(
         return JSONResponse(result)
 
     async def status(request: Request) -> Response:
-        return JSONResponse(service.status(request.path_params["job_id"]))
+        job_id = request.path_params["job_id"]
+        seconds = wait_seconds(request)
+        if seconds is None:
+            return JSONResponse(service.status(job_id))
+        service.find(job_id)  # 404 before a slot is taken
+        # A long poll holds a connection for up to a minute: it counts as one of the client's
+        # streams, like a log or a download.
+        slot = service.open_stream(client_ip(request, trusted))
+        try:
+            record = await unless_gone(request, service.wait(job_id, seconds))
+        finally:
+            slot.close()
+        return JSONResponse(service.status(job_id) if record is None else record)
+
+    async def cancel(request: Request) -> Response:
+        return JSONResponse(await service.cancel_job(request.path_params["job_id"]))
 
     async def logs(request: Request) -> Response:
         job = service.find(request.path_params["job_id"])
@@ -233,6 +296,7 @@ def build_app(
         info=info,
         submit=submit,
         status=status,
+        cancel=cancel,
         logs=logs,
         stream=stream,
         outputs=outputs,
@@ -275,6 +339,7 @@ def interface(
     info: Handler,
     submit: Handler,
     status: Handler,
+    cancel: Handler,
     logs: Handler,
     stream: Callable[[WebSocket], Awaitable[None]],
     outputs: Handler,
@@ -293,6 +358,7 @@ def interface(
             Route("/", info),
             Route("/submit", submit, methods=["POST"]),
             Route("/status/{job_id}", status),
+            Route("/jobs/{job_id}", cancel, methods=["DELETE"]),
             Route("/logs/{job_id}", logs),
             WebSocketRoute("/logs/{job_id}/stream", stream),
             Route("/logs/{job_id}/stream", _upgrade_required),  # plain HTTP: 426

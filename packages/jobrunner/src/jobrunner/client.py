@@ -4,9 +4,11 @@
         job = await client.submit("project/", entrypoint="main.py")
         async for text in client.follow(job.job_id):
             print(text, end="")
-        record = await client.status(job.job_id)
+        record = await client.wait(job.job_id)  # long polls: GET /status/ID?wait=60
         await client.download_all(job.job_id, "results/")
         client.check(record)  # RecordProblem unless signed, and for the job this client submitted
+
+`cancel(job_id)` stops a queued or running job (its record then says `failed`, `cancelled`).
 
 Errors from the server raise `JobrunnerError` with the interface's fields. Records are decoded
 leniently: a `status` or `failure` value this version does not know is kept as its string, and
@@ -14,9 +16,11 @@ unknown fields are ignored, so a newer server never breaks this client. Job ids 
 are percent-encoded into URLs, never pasted.
 """
 
+import asyncio
 import io
 import ssl
 import tarfile
+import time
 from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
@@ -33,6 +37,8 @@ __all__ = ["Client", "JobrunnerError", "RecordProblem", "pack", "server_url", "v
 T = TypeVar("T")
 
 DEFAULT_SERVER = "http://127.0.0.1:8080"
+LONG_POLL = 60.0  # seconds a `wait` asks the server to hold each status request (its maximum)
+_FINISHED = ("completed", "failed")
 
 
 class JobrunnerError(Exception):
@@ -186,7 +192,10 @@ class Client:
         outputs: Sequence[str] | None = None,
         timeout: int | None = None,
         memory_mb: int | None = None,
+        stdin: str | None = None,
     ) -> SubmitResult:
+        """Submit a job: `path` packed (or `tarball` as it is), with the manifest's fields;
+        `stdin` is text the entrypoint reads on its standard input (at most 1 MiB as UTF-8)."""
         manifest: dict[str, Any] = {"entrypoint": entrypoint}
         for key, value in (
             ("interpreter", interpreter),
@@ -196,6 +205,7 @@ class Client:
             ("outputs", list(outputs) if outputs else None),
             ("timeout", timeout),
             ("memory_mb", memory_mb),
+            ("stdin", stdin or None),
         ):
             if value is not None:
                 manifest[key] = value
@@ -219,9 +229,20 @@ class Client:
             record, worker_id, job_id=record.job_id, job_hash=self.submitted.get(record.job_id)
         )
 
-    async def status(self, job_id: str) -> StatusRecord:
-        async with self.session.get(f"{self.server}/status/{_segment(job_id)}") as response:
-            record = await self._decoded(response, StatusRecord)
+    async def status(self, job_id: str, wait: float | None = None) -> StatusRecord:
+        """The job's record; with `wait` (seconds, at most 60), as soon as the job has finished
+        or after `wait` seconds, whichever comes first (one request, no polling)."""
+        url = f"{self.server}/status/{_segment(job_id)}"
+        if wait is None:
+            async with self.session.get(url) as response:
+                record = await self._decoded(response, StatusRecord)
+        else:
+            timeout = aiohttp.ClientTimeout(
+                total=None, sock_connect=self._timeout.sock_connect, sock_read=wait + 30
+            )
+            params = {"wait": f"{wait:g}"}
+            async with self.session.get(url, params=params, timeout=timeout) as response:
+                record = await self._decoded(response, StatusRecord)
         if record.job_id != job_id:  # a cache or proxy mixed answers up: never pass that on
             raise RecordProblem(f"job_id: the server answered about {record.job_id!r}")
         return record
@@ -254,9 +275,25 @@ class Client:
                 raise JobrunnerError(404, {"error": "Job not found", "details": job_id})
 
     async def wait(self, job_id: str) -> StatusRecord:
-        async for _ in self.follow(job_id):
-            pass
-        return await self.status(job_id)
+        """The job's final record, by long polls (`GET /status/ID?wait=60`): one request a
+        minute while it runs. A server that answers at once anyway (one older than `wait`, or
+        one shutting down) is asked again after a second, never in a tight loop."""
+        while True:
+            asked = time.monotonic()
+            record = await self.status(job_id, wait=LONG_POLL)
+            if record.status in _FINISHED:
+                return record
+            if time.monotonic() - asked < 1:
+                await asyncio.sleep(1)
+
+    async def cancel(self, job_id: str) -> StatusRecord:
+        """Cancel a queued or running job (`DELETE /jobs/ID`); its final record, `failed` with
+        `failure: cancelled`. A job that has already finished raises JobrunnerError (409)."""
+        async with self.session.delete(f"{self.server}/jobs/{_segment(job_id)}") as response:
+            record = await self._decoded(response, StatusRecord)
+        if record.job_id != job_id:
+            raise RecordProblem(f"job_id: the server answered about {record.job_id!r}")
+        return record
 
     async def outputs(self, job_id: str) -> OutputListing:
         async with self.session.get(f"{self.server}/outputs/{_segment(job_id)}") as response:

@@ -1,4 +1,4 @@
-"""The client commands of `jobrunner`: submit, status, logs, outputs, download, verify.
+"""The client commands of `jobrunner`: submit, status, cancel, logs, outputs, download, verify.
 
 Thin front ends over `jobrunner.client`. Every string a server sent (and through it, a job: log
 text, output names, failure reasons, error details) goes through `terminal.printable` before it
@@ -119,6 +119,13 @@ def _log_writer(raw: bool) -> Callable[[str], None]:
 @click.option("--output", "outputs", multiple=True, help="Output glob (repeatable) [**].")
 @click.option("--timeout", type=click.IntRange(1), help="Seconds the job may run [300].")
 @click.option("--memory-mb", type=click.IntRange(1), help="Memory limit in MiB [512].")
+@click.option(
+    "--stdin",
+    "stdin_file",
+    type=click.File("rb"),
+    help="A file (- for this command's standard input) whose UTF-8 text the entrypoint reads "
+    "on its standard input (at most 1 MiB).",
+)
 @click.option("--follow", "-f", is_flag=True, help="Show the log live until the job ends.")
 @click.option(
     "--download",
@@ -138,6 +145,7 @@ def submit(
     outputs: tuple[str, ...],
     timeout: int | None,
     memory_mb: int | None,
+    stdin_file: IO[bytes] | None,
     follow: bool,
     download_dir: Path | None,
     raw: bool,
@@ -163,6 +171,15 @@ def submit(
         if not equals:
             raise click.UsageError(f"--env takes NAME=VALUE, not {item!r}")
         variables[name] = value
+    stdin = None
+    if stdin_file is not None:
+        try:
+            stdin = stdin_file.read().decode()
+        except UnicodeDecodeError as error:
+            raise click.UsageError(
+                f"--stdin takes UTF-8 text ({error.reason} at byte {error.start}); "
+                "send binary data as a file of the upload"
+            ) from None
     write = _log_writer(raw)
 
     async def run(client: Client) -> int:
@@ -176,6 +193,7 @@ def submit(
             outputs=outputs or None,
             timeout=timeout,
             memory_mb=memory_mb,
+            stdin=stdin,
         )
         _say(f"job {job.job_id} queued (position {job.position})", err=True)
         if not (follow or download_dir):
@@ -184,7 +202,7 @@ def submit(
         if follow:
             async for text in client.follow(job.job_id):
                 write(text)
-        record = await client.wait(job.job_id)
+        record = await client.wait(job.job_id)  # long polls, not a stream or a polling loop
         failure = f" ({record.failure})" if record.failure else ""
         _say(
             f"job {record.job_id} {record.status}{failure}, exit code "
@@ -207,18 +225,38 @@ def submit(
     sys.exit(_client_call(server, cacert, run))
 
 
-@click.command()
-@click.argument("job_id")
-@server_option
-def status(job_id: str, server: str, cacert: str | None) -> None:
-    """A job's status record (JSON). An id that starts with '-' goes after '--'."""
+def _show_record(record: Any) -> None:
     import msgspec
 
     from jobrunner.terminal import json_for_terminal
 
-    record = _client_call(server, cacert, lambda client: client.status(job_id))
     text = msgspec.json.format(msgspec.json.encode(record), indent=2).decode()
     click.echo(json_for_terminal(text))
+
+
+@click.command()
+@click.argument("job_id")
+@click.option(
+    "--wait",
+    type=click.FloatRange(0, 60, min_open=True),
+    help="Answer as soon as the job has finished, or after this many seconds (at most 60).",
+)
+@server_option
+def status(job_id: str, wait: float | None, server: str, cacert: str | None) -> None:
+    """A job's status record (JSON). An id that starts with '-' goes after '--'."""
+    _show_record(_client_call(server, cacert, lambda client: client.status(job_id, wait=wait)))
+
+
+@click.command()
+@click.argument("job_id")
+@server_option
+def cancel(job_id: str, server: str, cacert: str | None) -> None:
+    """Cancel a queued or running job and show its final record (failed, cancelled). A job
+    that has already finished is an error (exit 1), and its record is left as it was."""
+    record = _client_call(server, cacert, lambda client: client.cancel(job_id))
+    _show_record(record)
+    if record.failure != "cancelled":  # still running after the server's patience: say so
+        _fail(f"job {record.job_id} is {record.status}, not cancelled yet")
 
 
 @click.command()
@@ -387,4 +425,4 @@ def verify(
     )
 
 
-COMMANDS = (submit, status, logs, outputs, download, verify)
+COMMANDS = (submit, status, cancel, logs, outputs, download, verify)

@@ -26,9 +26,11 @@ OnRefusal = Callable[[HTTPConnection, errors.JobrunnerError, str, int], None]
 _STATUS: dict[type[errors.JobrunnerError], tuple[int, str]] = {
     errors.InvalidManifest: (400, "Invalid manifest"),
     errors.InvalidChallenge: (400, "Invalid challenge"),
+    errors.InvalidParameter: (400, "Invalid parameter"),
     errors.JobNotFound: (404, "Job not found"),
     errors.FileNotFound: (404, "File not found"),
     errors.UploadTimeout: (408, "Request timeout"),
+    errors.JobFinished: (409, "Job already finished"),
     errors.TooLarge: (413, "Request too large"),
     errors.WorkerUnreachable: (502, "Worker unreachable"),
     errors.NoWorkerAvailable: (503, "No worker available"),

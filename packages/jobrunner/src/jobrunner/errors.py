@@ -33,6 +33,14 @@ class FileNotFound(JobrunnerError):
     pass
 
 
+class JobFinished(JobrunnerError):
+    """A cancel of a job that has already finished: its record stands as it was signed."""
+
+
+class InvalidParameter(JobrunnerError):
+    """A query parameter out of its range (`wait`)."""
+
+
 class TooLarge(JobrunnerError):
     pass
 
@@ -92,6 +100,11 @@ def invalid_files(details: str) -> InvalidFiles:
 
 def job_not_found(job_id: str) -> JobNotFound:
     return JobNotFound(job_id)
+
+
+def job_finished(job_id: str, state: str, failure: str | None) -> JobFinished:
+    how = f"{state} ({failure})" if failure else state
+    return JobFinished(f"job {job_id} has already finished: {how}")
 
 
 def file_not_found(path: str) -> FileNotFound:

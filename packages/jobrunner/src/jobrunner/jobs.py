@@ -168,6 +168,11 @@ class Job:
     delete_at: float | None = None  # monotonic time; set when the job finishes
     released: bool = False  # its rate-limit slot was given back
     queued_at: float = 0.0  # the service's clock when it was accepted (for the queue wait)
+    stdin: bool = False  # its manifest had stdin, kept in the job dir (`STDIN_FILE`) till it runs
+    # Set once the record is final and signed: what `GET /status?wait=` and a cancel wait for.
+    done: asyncio.Event = field(default_factory=asyncio.Event)
+    # Set by a cancel: the runner kills the jail (or never starts it) and the job fails `cancelled`.
+    cancelled: asyncio.Event = field(default_factory=asyncio.Event)
 
     @property
     def finished(self) -> bool:

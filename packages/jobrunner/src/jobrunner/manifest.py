@@ -11,7 +11,7 @@ import re
 import msgspec
 
 from jobrunner import paths
-from jobrunner.wire import Manifest, decode_manifest
+from jobrunner.wire import STDIN_MAX, Manifest, decode_manifest
 
 INTERPRETER_BY_EXTENSION = {".py": "python", ".sh": "bash", ".js": "node"}
 _FORBIDDEN_ENV = re.compile(r"LD_.*|PYTHONHOME")  # whole names: see fullmatch below
@@ -88,6 +88,13 @@ def parse(
             raise ManifestError(f"Environment variable not allowed: {name}")
         if "\x00" in value:
             raise ManifestError(f"env.{name}: NUL character not allowed")
+    # Standard input is bytes, so NUL is fine there; what is capped is its size as UTF-8 (a JSON
+    # string cannot carry a lone surrogate: the decoder refuses it, so this always encodes).
+    stdin_bytes = len(manifest.stdin.encode())
+    if stdin_bytes > STDIN_MAX:
+        raise ManifestError(
+            f"stdin: {stdin_bytes} bytes as UTF-8, more than the {STDIN_MAX} allowed"
+        )
     total = sum(len(pattern) for pattern in manifest.outputs)
     if total > MAX_PATTERN_CHARS:
         raise ManifestError(

@@ -21,8 +21,9 @@ _REF = "#/components/schemas/{name}"
 # The error responses, each with the JSON error body (`RateLimitedBody` for 429).
 _ERRORS = {
     400: "Bad request: `Invalid manifest` (the manifest, a file or the form itself; `details` "
-    "names what), or `Invalid challenge`.",
+    "names what), `Invalid challenge`, or `Invalid parameter` (`wait`).",
     404: "`Job not found` or `File not found`: unknown, expired or deleted.",
+    409: "`Job already finished`: a finished job cannot be cancelled; its record is unchanged.",
     408: "`Request timeout`: the upload did not arrive (and unpack) within the server's "
     "`upload_timeout`.",
     413: "`Request too large`: the upload passed the server's size limit (refused as it streams).",
@@ -46,6 +47,14 @@ _JOB_ID = {
     "required": True,
     "description": "The id `POST /submit` returned (unguessable; the only capability to a job).",
     "schema": {"type": "string", "minLength": 1},
+}
+_WAIT = {
+    "name": "wait",
+    "in": "query",
+    "required": False,
+    "description": "Answer as soon as the job has finished, or after this many seconds with the "
+    "record as it is then (a long poll: it counts as one of the client's streams).",
+    "schema": {"type": "number", "exclusiveMinimum": 0, "maximum": 60},
 }
 _FILEPATH = {
     "name": "filepath",
@@ -200,7 +209,20 @@ def _paths() -> dict[str, Any]:
                 "status",
                 "The job's status record (signed once finished)",
                 {"200": _json("The record", _ref(wire.StatusRecord))},
-                (404, 502),
+                (400, 404, 429, 502, 503),
+                (_JOB_ID, _WAIT),
+            )
+        },
+        "/jobs/{job_id}": {
+            "delete": _operation(
+                "cancel",
+                "Cancel a queued or running job",
+                {
+                    "200": _json(
+                        "The final record: failed, `failure: cancelled`", _ref(wire.StatusRecord)
+                    )
+                },
+                (404, 409, 502),
                 job,
             )
         },

@@ -11,9 +11,10 @@ still answers once its worker is gone.
 
 Three aiohttp sessions, each with its own connection limit and timeouts, so that one kind of
 traffic can never starve another: `health` (the challenges, one connection per worker), `api`
-(submit, status, outputs: short requests) and `streams` (live logs over WebSocket, plain logs and
-downloads, which last as long as the client reads). Rate limits apply here, per client IP (IPv6
-by network); workers see the client in `X-Forwarded-For` (the pool must be a trusted proxy).
+(submit, status, outputs, cancels: short requests) and `streams` (live logs over WebSocket, plain
+logs and downloads, which last as long as the client reads, and long polls of `/status?wait=`).
+Rate limits apply here, per client IP (IPv6 by network); workers see the client in
+`X-Forwarded-For` (the pool must be a trusted proxy).
 """
 
 import asyncio
@@ -391,21 +392,40 @@ class Pool:
             raise errors.job_not_found(job_id)
         return job
 
-    async def status(self, job_id: str) -> StatusRecord:
-        """The job's record as the pool can vouch for it."""
+    async def status(
+        self, job_id: str, wait: float | None = None, client_ip: str | None = None
+    ) -> StatusRecord:
+        """The job's record as the pool can vouch for it; with `wait`, once it has finished or
+        after `wait` seconds (the worker's long poll, asked for `client_ip`, whose stream the
+        caller counts)."""
         job = self.find(job_id)
         if job.final is not None:
             return job.final
         try:
-            return self._learn(job, await self._fetch_status(job))
+            return self._learn(job, await self._fetch_status(job, wait, client_ip))
         except WorkerAnswer as error:
+            if job.final is not None:  # lost meanwhile (a long poll outlasts health checks)
+                return job.final
             raise errors.WorkerUnreachable(f"{job.worker.url}: {error}") from None
 
-    async def _fetch_status(self, job: PoolJob) -> StatusRecord:
+    async def _fetch_status(
+        self, job: PoolJob, wait: float | None = None, client_ip: str | None = None
+    ) -> StatusRecord:
         url = URL(f"{job.worker.url}/status/{quote(job.job_id, safe='')}", encoded=True)
         try:
-            async with self.session("api").get(url) as reply:
-                raw = await reply.read()
+            if wait is None:
+                async with self.session("api").get(url) as reply:
+                    raw = await reply.read()
+            else:
+                # A long poll is a stream: through the streams session, never holding one of
+                # the short requests' connections for a minute.
+                timeout = aiohttp.ClientTimeout(total=wait + 15, sock_connect=5)
+                async with self.session("streams").get(
+                    url.with_query(wait=f"{wait:g}"),
+                    timeout=timeout,
+                    headers={"X-Forwarded-For": client_ip or ""},
+                ) as reply:
+                    raw = await reply.read()
         except (aiohttp.ClientError, TimeoutError) as error:
             raise WorkerAnswer(type(error).__name__) from None
         if reply.status == 404:
@@ -439,6 +459,36 @@ class Pool:
         except RecordProblem as problem:
             return str(problem)
         return None
+
+    async def cancel_job(self, job_id: str) -> StatusRecord:
+        """Ask the job's worker to cancel it; its answer (the final record, checked as every
+        finished record is) finishes the job here too, so the client's slot comes back."""
+        job = self.find(job_id)
+        if job.lost:
+            raise errors.JobNotFound(f"{job_id} (its worker was lost)")
+        if job.final is None:
+            url = URL(f"{job.worker.url}/jobs/{quote(job.job_id, safe='')}", encoded=True)
+            try:
+                async with self.session("api").delete(url) as reply:
+                    raw = await reply.read()
+            except (aiohttp.ClientError, TimeoutError) as error:
+                raise errors.WorkerUnreachable(
+                    f"{job.worker.url}: {type(error).__name__}"
+                ) from None
+            if reply.status == 404:
+                raise errors.job_not_found(job.job_id)
+            if reply.status == 200:
+                try:
+                    return self._learn(job, decode_status(raw))
+                except (msgspec.DecodeError, WorkerAnswer) as error:
+                    raise errors.WorkerUnreachable(f"{job.worker.url}: {error}") from None
+            if reply.status != 409:
+                raise errors.WorkerUnreachable(f"{job.worker.url}: status {reply.status}")
+            await self.refresh(job)  # it finished first: learn its record
+        final = job.final
+        if final is None:
+            raise errors.job_finished(job.job_id, "finished", None)
+        raise errors.job_finished(job.job_id, str(final.status), final.failure)
 
     async def refresh(self, job: PoolJob) -> None:
         """Ask the job's worker how it is; a finished job's checked record is kept."""

@@ -18,7 +18,7 @@ from starlette.websockets import WebSocket, WebSocketDisconnect
 from yarl import URL
 
 from jobrunner import __version__, errors
-from jobrunner.app import interface
+from jobrunner.app import interface, unless_gone, wait_seconds
 from jobrunner.edge import drop_small_body, refusal_recorder, refuse_websocket
 from jobrunner.logformat import client_key
 from jobrunner.pool import Pool
@@ -106,7 +106,24 @@ def build_pool_app(pool: Pool, trusted: TrustedProxies, max_upload_mb: int = 50)
         return Response(answer, status, media_type="application/json")
 
     async def status(request: Request) -> Response:
-        return JSONResponse(await pool.status(request.path_params["job_id"]))
+        job_id = request.path_params["job_id"]
+        seconds = wait_seconds(request)
+        if seconds is None:
+            return JSONResponse(await pool.status(job_id))
+        pool.find(job_id)  # 404 before a slot is taken
+        # A long poll counts as one of the client's streams and one of the pool's, as at a worker.
+        ip = client_ip(request, trusted)
+        close = pool.open_proxied(ip)
+        try:
+            record = await unless_gone(request, pool.status(job_id, seconds, ip))
+        finally:
+            close()
+        if record is None:  # the client has gone: nobody reads this
+            return Response(status_code=204)
+        return JSONResponse(record)
+
+    async def cancel(request: Request) -> Response:
+        return JSONResponse(await pool.cancel_job(request.path_params["job_id"]))
 
     async def proxy(
         request: Request,
@@ -203,6 +220,7 @@ def build_pool_app(pool: Pool, trusted: TrustedProxies, max_upload_mb: int = 50)
         info=info,
         submit=submit,
         status=status,
+        cancel=cancel,
         logs=logs,
         stream=stream,
         outputs=outputs,

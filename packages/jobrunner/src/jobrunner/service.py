@@ -19,6 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol, TypeVar
 
+import msgspec
+
 from jobrunner import __version__, errors, manifest, signing, uploads
 from jobrunner.config import Settings
 from jobrunner.environments import TEMPLATES, Environments, EnvironmentUnavailable, interpreters
@@ -52,6 +54,13 @@ _UNNAMED_ROOM = 256  # kept in the log for the line counting the outputs it coul
 # in a note (`jobs.NOTE_MAX`). Escaped whole, a name can be 16 KiB (4 per byte of a 4 KiB path),
 # and escaping runs on the event loop: 1,100 such names took 3.5 s. Only what is shown is escaped.
 _NAME_HEAD, _NAME_TAIL = 500, 200
+# The manifest's stdin, kept beside the inputs (not in memory) from the submit until the job runs.
+STDIN_FILE = "stdin"
+# How long `DELETE /jobs/{id}` waits for a running job's jail to be killed and taken down (it takes
+# well under a second; more means a bug, and the answer is then the record as it stands). Below the
+# pool's 30 s for a short upstream request.
+CANCEL_PATIENCE = 20.0
+CANCELLED_NOTE = "the job was cancelled (DELETE /jobs/{id})"
 
 
 def _shown(name: str) -> str:
@@ -75,7 +84,15 @@ class Runner(Protocol):
         spec: RunSpec,
         on_output: Callable[[bytes], None],
         on_cpu: Callable[[float], None] = ...,
-    ) -> RunResult: ...
+        stop: asyncio.Event | None = ...,
+    ) -> RunResult:
+        """Run the job; once `stop` is set, kill it (or never start it) and return at once with
+        what was measured, without its outputs (`failure: cancelled`)."""
+        ...
+
+
+def _private(path: str, flags: int) -> int:
+    return os.open(path, flags, 0o600)
 
 
 def printable(path: str) -> str:
@@ -290,12 +307,13 @@ class JobService:
         if not parts:
             raise errors.invalid_files("no files were uploaded (form field `files`)")
         budget = uploads.Budget(s.storage_mb * 1_000_000, s.max_entries, deadline)
+        stdin = parsed.stdin.encode()
         spent = [0.0]  # the unpacking thread's CPU: the client's, whether the upload is refused
 
         def unpack() -> None:
             started = time.thread_time()
             try:
-                self._unpack(parts, job_dir, budget)
+                self._unpack(parts, job_dir, budget, stdin)
             finally:
                 spent[0] = time.thread_time() - started
 
@@ -317,18 +335,25 @@ class JobService:
         return Job(
             id=job_dir.name,
             client_ip=client_ip,
-            manifest=parsed,
+            # Hashed with its stdin; held without it (up to 1 MiB, in the job dir till it runs).
+            manifest=msgspec.structs.replace(parsed, stdin=""),
             inputs=budget.files,
             job_hash=signing.job_hash(parsed, inputs.items()),
             directory=job_dir,
             log=Log(s.log_cap_mb * 2**20),
+            stdin=bool(stdin),
         )
 
     @staticmethod
-    def _unpack(parts: list[uploads.UploadPart], job_dir: Path, budget: uploads.Budget) -> None:
+    def _unpack(
+        parts: list[uploads.UploadPart], job_dir: Path, budget: uploads.Budget, stdin: bytes
+    ) -> None:
         job_dir.mkdir(mode=0o711)
         inputs = job_dir / "inputs"
         inputs.mkdir(mode=0o755)
+        if stdin:  # only the server reads it: the runner hands the job a copy (see jail.py)
+            with open(job_dir / STDIN_FILE, "xb", opener=_private) as handle:
+                handle.write(stdin)
         uploads.unpack(parts, inputs, budget)
 
     # --- running ---------------------------------------------------------------------------------
@@ -338,7 +363,7 @@ class JobService:
             async with self._queue_changed:
                 await self._queue_changed.wait_for(lambda: bool(self.queue))
                 job = self.jobs.get(self.queue.popleft())
-            if job is None:
+            if job is None or job.finished:  # cancelled meanwhile
                 continue
             try:
                 if not self.environments.built(job.manifest.environment):
@@ -366,8 +391,11 @@ class JobService:
             try:
                 await self.environments.ensure(name)
             except Exception as error:  # the build failed: the jobs that needed it fail
-                job.failure = "environment_error"
-                self._finish(job, self.clock(), str(error))
+                if not job.finished:  # (unless cancelled meanwhile)
+                    job.failure = "environment_error"
+                    self._finish(job, self.clock(), str(error))
+                return
+            if job.finished:
                 return
             async with self._queue_changed:
                 self.queue.appendleft(job.id)
@@ -402,16 +430,24 @@ class JobService:
                 output_patterns=m.outputs,
                 inputs={item.path: item.sha256 for item in job.inputs},
                 max_outputs=s.max_outputs,
+                stdin=job.directory / STDIN_FILE if job.stdin else None,
             )
             result = await self.runner.run(
                 spec,
                 job.log.append,
                 on_cpu=lambda cpu: self.limiter.cpu_used(job.client_ip, job.id, cpu),
+                stop=job.cancelled,
             )
             job.exit_code, job.failure = result.exit_code, result.failure
             setup_seconds = result.setup_seconds
             job.cpu_seconds, job.memory_peak_bytes = result.cpu_seconds, result.memory_peak_bytes
-            note = self._keep_outputs(job, result) or result.note
+            note = result.note
+            if job.cancelled.is_set():
+                # Whatever the jail was doing when the cancel came (even finishing): a cancelled
+                # job has no results, only what it used.
+                job.failure, note = "cancelled", CANCELLED_NOTE
+            else:
+                note = self._keep_outputs(job, result) or note
         except EnvironmentUnavailable as error:
             job.failure, note = "environment_error", str(error)
         except Exception as error:
@@ -477,6 +513,7 @@ class JobService:
             job.delete_at = self.clock() + self.settings.retention
             job.log.close()
             self._release(job)
+            job.done.set()
 
     def _release(self, job: Job) -> None:
         if not job.released:
@@ -499,6 +536,7 @@ class JobService:
             job.log.last(note)
         job.log.close()
         self.metrics.job_finished(job.state, job.failure)
+        job.done.set()
         log.info(
             "job %s %s%s in %.3f s (%.3f CPU-s)",
             job.id,
@@ -518,6 +556,39 @@ class JobService:
             "status": job.state,
             "failure": job.failure,
         }
+
+    # --- cancelling ------------------------------------------------------------------------------
+
+    async def cancel_job(self, job_id: str) -> StatusRecord:
+        """Stop a job that has not finished: `failed` with `failure: cancelled`, signed, its
+        client's slot given back. A queued job (in the queue or waiting for its environment)
+        never runs; a running one's jail is killed, and the answer waits until it is gone (at
+        most CANCEL_PATIENCE), with its CPU and memory as measured. A finished job is a conflict.
+        Anyone who holds the job id may cancel it, as they may read it."""
+        job = self.find(job_id)
+        if job.finished:
+            raise errors.job_finished(job.id, job.state, job.failure)
+        job.cancelled.set()
+        if job.state == "queued":
+            with contextlib.suppress(ValueError):  # absent: waiting for its environment
+                self.queue.remove(job.id)
+            job.failure = "cancelled"
+            self._finish(job, self.clock(), CANCELLED_NOTE)
+        else:
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(CANCEL_PATIENCE):
+                    await job.done.wait()
+        return self._record(job)
+
+    async def wait(self, job_id: str, seconds: float) -> StatusRecord:
+        """The job's record once it has finished, or after `seconds` as it is then. A waiter
+        costs an event wait, nothing more: `_finish` wakes it."""
+        job = self.find(job_id)
+        if not job.finished:
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(seconds):
+                    await job.done.wait()
+        return self._record(job)
 
     # --- reading ---------------------------------------------------------------------------------
 

@@ -10,7 +10,8 @@ Result message (`jobrunner-result-v2`): every field of a finished status record 
 `position` (always null once finished) and the signature itself, see `result_message`.
 Challenge message: `jobrunner-challenge-v1`, then the nonce.
 Job hash: SHA-256 hex of `jobrunner-job-v1`, the manifest as canonical JSON (keys sorted, all
-defaults filled in), the number of input files, then for each input sorted by path: path, sha256.
+defaults filled in, `stdin` only when not empty), the number of input files, then for each input
+sorted by path: path, sha256.
 
 `check_record` is strict about types: a record whose numbers are strings (or booleans) is refused
 even when the characters would rebuild the same message, and it names the field at fault.
@@ -55,9 +56,18 @@ def _millis(seconds: float) -> str:
     return str(round(float(seconds) * 1000))
 
 
+def canonical_manifest(manifest: Manifest) -> bytes:
+    """The manifest as hashed: every field, defaults filled in, keys sorted, except `stdin` while
+    it is empty, so that a job without stdin keeps the hash it had before the field existed."""
+    fields = msgspec.structs.asdict(manifest)
+    if not fields["stdin"]:
+        del fields["stdin"]
+    return _canonical.encode(fields)
+
+
 def job_hash(manifest: Manifest, inputs: Iterable[tuple[str, str]]) -> str:
     files = sorted(inputs)
-    parts: list[str | bytes] = [JOB_TAG, _canonical.encode(manifest), str(len(files))]
+    parts: list[str | bytes] = [JOB_TAG, canonical_manifest(manifest), str(len(files))]
     for path, digest in files:
         parts += [path, digest]
     return hashlib.sha256(netstrings(*parts)).hexdigest()

@@ -15,8 +15,9 @@ import msgspec
 from msgspec import Meta, Struct
 
 JobState = Literal["queued", "running", "completed", "failed"]
-# Every `failure` a worker or a pool sends. The last two come only from a pool: the worker stopped
-# answering, or its result did not verify (bad signature, another job's record, wrong types).
+# Every `failure` a worker or a pool sends. `cancelled`: a client asked (`DELETE /jobs/{id}`)
+# before the job finished. The last two come only from a pool: the worker stopped answering, or
+# its result did not verify (bad signature, another job's record, wrong types).
 Failure = Literal[
     "nonzero_exit",
     "timeout",
@@ -26,6 +27,7 @@ Failure = Literal[
     "output_limit",
     "sandbox_error",
     "environment_error",
+    "cancelled",
     "worker_lost",
     "bad_signature",
 ]
@@ -38,6 +40,9 @@ FAILURES: tuple[Failure, ...] = get_args(Failure)
 EnvName = Annotated[str, Meta(pattern=r"^[A-Z_][A-Z0-9_]*\Z", max_length=128)]
 Arg = Annotated[str, Meta(max_length=4096)]
 Pattern = Annotated[str, Meta(min_length=1, max_length=1024)]
+# What the entrypoint reads on its standard input: at most this many bytes once UTF-8 encoded
+# (`manifest.parse` counts the bytes; a length in characters would allow 4 MiB of emoji).
+STDIN_MAX = 2**20
 
 
 class Manifest(Struct, forbid_unknown_fields=True, omit_defaults=False):
@@ -53,6 +58,10 @@ class Manifest(Struct, forbid_unknown_fields=True, omit_defaults=False):
     env: Annotated[dict[EnvName, Annotated[str, Meta(max_length=4096)]], Meta(max_length=64)] = {}
     timeout: Annotated[int, Meta(ge=1, le=300)] = 300
     memory_mb: Annotated[int, Meta(ge=16, le=512)] = 512
+    # Text fed to the entrypoint's standard input (UTF-8, NUL included); "" is no input at all.
+    # At most STDIN_MAX bytes, checked by `manifest.parse`. Left out of the canonical manifest
+    # while empty, so that jobs without stdin keep the hashes they had before it (`job_hash`).
+    stdin: str = ""
 
 
 # --- job status record ---------------------------------------------------------------------------

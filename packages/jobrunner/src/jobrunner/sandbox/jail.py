@@ -11,6 +11,8 @@ and whatever survives a server crash is found by the next start, see `cgroups.Cg
 """
 
 import asyncio
+import contextlib
+import fcntl
 import logging
 import os
 import re
@@ -47,6 +49,10 @@ P = ParamSpec("P")
 T = TypeVar("T")
 _SIGNAL = re.compile(r"terminated with signal: \w+ \((\d+)\)")
 _EXITED = re.compile(r"exited with status: (\d+)")
+# After a cancel, how long nsjail gets to kill and reap the jail (so that its CPU time is counted)
+# before everything in the job's cgroups is killed outright.
+STOP_GRACE = 5.0
+_SEALS = fcntl.F_SEAL_SEAL | fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW | fcntl.F_SEAL_WRITE
 # argv: sh -c ENTER jobrunner-enter N procs_1 .. procs_N nsjail ARGS...
 ENTER = (
     'n=$1; shift; while [ "$n" -gt 0 ]; do echo $$ > "$1" || exit 125; shift; n=$((n - 1)); done; '
@@ -73,6 +79,7 @@ class RunSpec:
     output_patterns: list[str]
     inputs: dict[str, str]  # path -> sha256, to leave unchanged inputs out of the outputs
     max_outputs: int
+    stdin: Path | None = None  # a file of the server's whose bytes are the job's standard input
 
 
 @dataclass
@@ -94,6 +101,7 @@ class Jail:
     work: Path  # the tmpfs mount point, bound at /work
     uid: int  # the host uid and gid the jail's 65534 maps to
     proc_binds: list[tuple[Path, str]]  # files covering the host's /proc files
+    stdin: int | None  # a sealed memfd holding the job's stdin (None: /dev/null)
 
 
 class Sandbox:
@@ -202,15 +210,20 @@ class Sandbox:
         spec: RunSpec,
         on_output: Callable[[bytes], None],
         on_cpu: Callable[[float], None] = lambda _: None,
+        stop: asyncio.Event | None = None,
     ) -> RunResult:
         work = self.layout.work / spec.job_id
+        stop = stop or asyncio.Event()
         # A uid is free whenever a slot is: each job gives its uid back only after `_cleanup`,
         # when none of its processes and none of its files is left.
         uid = self.job_ids.take()
+        opened: list[int] = []  # descriptors `_prepare` opened for the jail: closed at the end
         try:
             setting_up = time.monotonic()
             try:
-                job_cgroup, jail = await _in_thread_to_the_end(self._prepare, spec, work, uid)
+                job_cgroup, jail = await _in_thread_to_the_end(
+                    self._prepare, spec, work, uid, opened
+                )
             except workdir.InputsDoNotFit:
                 return RunResult(
                     None,
@@ -221,8 +234,10 @@ class Sandbox:
                     "the inputs do not fit in the work dir",
                 )
             setup_seconds = time.monotonic() - setting_up
+            if stop.is_set():  # cancelled while it was being set up: it never starts
+                return RunResult(None, "cancelled", 0.0, 0)
             status, usage, wall, backstop = await self._execute(
-                spec, job_cgroup, jail, on_output, on_cpu
+                spec, job_cgroup, jail, on_output, on_cpu, stop
             )
             async with aiofiles.open(spec.job_dir / "nsjail.log", errors="replace") as handle:
                 log = await handle.read()  # on the event loop, so without blocking it
@@ -230,10 +245,14 @@ class Sandbox:
                 spec, status, usage, wall, backstop, log, job_cgroup, full=workdir.is_full(work)
             )
             result.setup_seconds = setup_seconds
-            if result.failure != "sandbox_error":
+            if stop.is_set():  # what it used is measured; its outputs are not wanted
+                result.failure, result.note = "cancelled", None
+            elif result.failure != "sandbox_error":
                 await collect_outputs(spec, work, result)
             return result
         finally:
+            for fd in opened:
+                os.close(fd)
             # However far `_prepare` got, even if it failed or this task was cancelled: the
             # tmpfs lives in the host's RAM until it is unmounted.
             try:
@@ -241,15 +260,23 @@ class Sandbox:
             finally:
                 self.job_ids.give_back(uid)
 
-    def _prepare(self, spec: RunSpec, work: Path, uid: int) -> tuple[JobCgroup, Jail]:
-        """The work dir (mounted, filled, the job's), the files covering the host's /proc files
-        and the cgroups; `_cleanup` undoes any part of it."""
+    def _prepare(
+        self, spec: RunSpec, work: Path, uid: int, opened: list[int]
+    ) -> tuple[JobCgroup, Jail]:
+        """The work dir (mounted, filled, the job's), the files covering the host's /proc files,
+        the stdin (a descriptor added to `opened`) and the cgroups; `_cleanup` undoes any part
+        of it, `run` closes what was opened."""
         work.mkdir(mode=0o711)
         workdir.mount_tmpfs(work, spec.storage_bytes, spec.storage_inodes, uid)
         workdir.fill(spec.job_dir / "inputs", work, uid)
         (spec.job_dir / "outputs").mkdir(mode=0o700)
         proc_binds = procfs.write(self.layout.proc / spec.job_id, spec.memory_bytes)
-        return self.cgroups.create(spec.job_id, spec.memory_bytes), Jail(work, uid, proc_binds)
+        stdin = None
+        if spec.stdin is not None:
+            stdin = sealed_copy(spec.stdin)
+            opened.append(stdin)
+        job_cgroup = self.cgroups.create(spec.job_id, spec.memory_bytes)
+        return job_cgroup, Jail(work, uid, proc_binds, stdin)
 
     def _cleanup(self, job_id: str, work: Path) -> None:
         """Undo whatever of `_prepare` happened: the processes die first, then the mount goes."""
@@ -267,6 +294,7 @@ class Sandbox:
         jail: Jail,
         on_output: Callable[[bytes], None],
         on_cpu: Callable[[float], None],
+        stop: asyncio.Event,
     ) -> tuple[int, resource.struct_rusage, float, bool]:
         await self.cpu_share.starting()
         read_fd, write_fd = os.pipe()
@@ -277,7 +305,7 @@ class Sandbox:
             # thread that started the child ends, and this one lives as long as the server.
             process = subprocess.Popen(
                 self.command(spec, job_cgroup, jail),
-                stdin=subprocess.DEVNULL,
+                stdin=subprocess.DEVNULL if jail.stdin is None else jail.stdin,
                 stdout=write_fd,
                 stderr=write_fd,
                 close_fds=True,
@@ -288,12 +316,23 @@ class Sandbox:
         reader = asyncio.create_task(_pump(read_fd, on_output))
         sampler = asyncio.create_task(self.cpu_share.watch(spec.job_id, job_cgroup, on_cpu))
         waiter = asyncio.create_task(asyncio.to_thread(os.wait4, process.pid, 0))
+        stopping = asyncio.create_task(stop.wait())
         backstop = False
         try:
             # nsjail enforces the time limit itself; this only guards against nsjail hanging.
-            await asyncio.wait_for(asyncio.shield(waiter), spec.timeout + 15)
-        except TimeoutError:
-            backstop = True
+            await asyncio.wait(
+                {waiter, stopping}, timeout=spec.timeout + 15, return_when=asyncio.FIRST_COMPLETED
+            )
+        finally:
+            stopping.cancel()
+        if not waiter.done() and stop.is_set():
+            # A cancel. nsjail (the process itself: sh and setpriv exec'ed it) takes SIGTERM as
+            # fatal: it SIGKILLs the jail, reaps it, and exits, so the rusage counts the job.
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(process.pid, signal.SIGTERM)
+            await asyncio.wait({waiter}, timeout=STOP_GRACE)
+        if not waiter.done():
+            backstop = not stop.is_set()
             os.killpg(process.pid, signal.SIGKILL)
             job_cgroup.kill_all()
         _pid, status, usage = await waiter
@@ -320,6 +359,23 @@ async def _in_thread_to_the_end(function: Callable[P, T], *args: P.args, **kwarg
             future.exception()  # its failure does not matter now: the cleanup follows anyway
         raise asyncio.CancelledError
     return future.result()
+
+
+def sealed_copy(path: Path) -> int:
+    """A memfd holding the file's bytes, sealed (nothing can write, grow or shrink it) and read
+    from its start: the job's stdin. A memfd, not the file: it has no host path for the job to
+    read in /proc/self/fd/0, and, unlike a pipe, a job that never reads it blocks no one."""
+    fd = os.memfd_create("stdin", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
+    try:
+        data = memoryview(path.read_bytes())
+        while data:
+            data = data[os.write(fd, data) :]
+        fcntl.fcntl(fd, fcntl.F_ADD_SEALS, _SEALS)
+        os.lseek(fd, 0, os.SEEK_SET)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
 
 
 async def collect_outputs(spec: RunSpec, work: Path, result: RunResult) -> None:

@@ -5,10 +5,12 @@ The job runs as the server's user with a time limit and nothing else: never expo
 """
 
 import asyncio
+import os
 import shutil
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from jobrunner.sandbox.jail import BASE_ENV, RunResult, RunSpec, collect_outputs
 from jobrunner.wire import Failure
@@ -20,7 +22,11 @@ class UnsafeRunner:
         spec: RunSpec,
         on_output: Callable[[bytes], None],
         on_cpu: Callable[[float], None] = lambda _: None,
+        stop: asyncio.Event | None = None,
     ) -> RunResult:
+        stop = stop or asyncio.Event()
+        if stop.is_set():
+            return RunResult(None, "cancelled", 0.0, 0)
         work = spec.job_dir / "work"
         setting_up = time.monotonic()
         await asyncio.to_thread(shutil.copytree, spec.job_dir / "inputs", work)
@@ -34,14 +40,15 @@ class UnsafeRunner:
         }
         started = time.monotonic()
         setup_seconds = started - setting_up
-        process = await asyncio.create_subprocess_exec(
-            *argv,
-            cwd=work,
-            env=env,
-            stdin=asyncio.subprocess.DEVNULL,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.STDOUT,
-        )
+        with open(spec.stdin or os.devnull, "rb") as stdin:
+            process = await asyncio.create_subprocess_exec(
+                *argv,
+                cwd=work,
+                env=env,
+                stdin=stdin,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.STDOUT,
+            )
         stdout = process.stdout
         assert stdout is not None
 
@@ -51,18 +58,26 @@ class UnsafeRunner:
 
         failure: Failure | None = None
         note: str | None = None
+        running = asyncio.ensure_future(asyncio.gather(pump(), process.wait()))
+        stopping = asyncio.ensure_future(stop.wait())
+        either: set[asyncio.Future[Any]] = {running, stopping}
         try:
-            await asyncio.wait_for(asyncio.gather(pump(), process.wait()), spec.timeout)
-        except TimeoutError:
+            await asyncio.wait(either, timeout=spec.timeout, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            stopping.cancel()
+        if not running.done():
             process.kill()
-            await process.wait()
+            await running
             failure, note = "timeout", f"time limit of {spec.timeout} s reached"
+        if stop.is_set():
+            failure, note = "cancelled", None
         code = process.returncode
         if failure is None and code != 0:
             failure = "nonzero_exit"
         result = RunResult(code, failure, round(time.monotonic() - started, 3), 0, note=note)
         result.setup_seconds = setup_seconds
-        await collect_outputs(spec, work, result)
+        if failure != "cancelled":
+            await collect_outputs(spec, work, result)
         await asyncio.to_thread(shutil.rmtree, work, True)
         return result
 
