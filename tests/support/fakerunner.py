@@ -23,6 +23,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import httpx
+
 from jobrunner.app import build_app
 from jobrunner.config import Settings
 from jobrunner.environments import MARKER
@@ -169,6 +171,10 @@ async def serving(
     )
     url = await asyncio.wait_for(ready, 10)
     metrics_url = await asyncio.wait_for(side_ready, 10) if metrics else ""
+    # The announcement comes before the app's startup (the state dir, the runner loops) has run;
+    # hypercorn answers only once it has: a test that calls the service directly waits for that.
+    async with httpx.AsyncClient() as client:
+        await client.get(f"{url}/health", timeout=10)
     try:
         yield Served(url, service, runner, stop, metrics_url)
     finally:

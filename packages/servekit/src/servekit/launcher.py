@@ -259,6 +259,9 @@ async def serve_async(
 
     async def main() -> None:
         try:
+            # Announced in the task that goes straight on into hypercorn (its lifespan startup
+            # runs before anyone woken by the announcement gets the loop).
+            on_ready(listener.url(port))
             await hypercorn_serve(app, config, shutdown_trigger=shutdown_trigger)
         finally:
             closed.set()
@@ -270,7 +273,6 @@ async def serve_async(
             stop.set()  # a side app that ended by itself (it failed) ends the whole server
 
     try:
-        on_ready(listener.url(port))
         # Each ends the others gently (`closed`, `stop`); the first failure is raised as it is
         # once all have ended, so callers see the same exceptions as with one app.
         ended = await asyncio.gather(
