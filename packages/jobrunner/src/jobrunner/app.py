@@ -158,16 +158,6 @@ def build_app(
 
     on_refusal = refusal_recorder(metrics, pseudonym)
 
-    def counted(kind: str, close: Callable[[], None]) -> Callable[[], None]:
-        """`close` of a stream slot that also counts the stream of `kind` closed."""
-        uncount = metrics.stream_opened(kind)
-
-        def close_both() -> None:
-            close()
-            uncount()
-
-        return close_both
-
     async def info(request: Request) -> Response:
         return JSONResponse(service.info(warning))
 
@@ -236,7 +226,7 @@ def build_app(
         return ClientStream(
             _log_chunks(job.log),
             media_type="text/plain; charset=utf-8",
-            on_close=counted("log", slot.close),
+            on_close=metrics.counted("log", slot.close),
         )
 
     async def outputs(request: Request) -> Response:
@@ -255,7 +245,7 @@ def build_app(
             media_type=found.media_type,
             filename=found.name,
             headers=_DOWNLOAD_HEADERS,
-            on_close=counted("download", slot.close),
+            on_close=metrics.counted("download", slot.close),
         )
 
     async def stats(request: Request) -> Response:
@@ -278,7 +268,7 @@ def build_app(
         except (errors.RateLimited, errors.Busy) as error:  # 429, or 503 short of open files
             await refuse_websocket(websocket, error, on_refusal)
             return
-        close = counted("websocket", slot.close)
+        close = metrics.counted("websocket", slot.close)
         try:
             await websocket.accept()
             with contextlib.suppress(WebSocketDisconnect):

@@ -72,6 +72,16 @@ class Metrics:
 
         return close
 
+    def counted(self, kind: str, close: Callable[[], None]) -> Callable[[], None]:
+        """`close` of a stream's slot, made to count the stream of `kind` closed too."""
+        uncount = self.stream_opened(kind)
+
+        def close_both() -> None:
+            close()
+            uncount()
+
+        return close_both
+
     def job_finished(self, status: str, failure: str | None) -> None:
         self.finished.labels(status, failure or "").inc()
 

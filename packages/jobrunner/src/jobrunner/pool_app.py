@@ -53,16 +53,6 @@ def build_pool_app(pool: Pool, trusted: TrustedProxies, max_upload_mb: int = 50)
 
     on_refusal = refusal_recorder(metrics, pseudonym)
 
-    def counted(kind: str, close: Callable[[], None]) -> Callable[[], None]:
-        """`close` of a proxied stream that also counts the stream of `kind` closed."""
-        uncount = metrics.stream_opened(kind)
-
-        def close_both() -> None:
-            close()
-            uncount()
-
-        return close_both
-
     async def info(request: Request) -> Response:
         healthy = sum(1 for w in pool.workers if w.healthy)
         limits = pool.limits
@@ -155,7 +145,7 @@ def build_pool_app(pool: Pool, trusted: TrustedProxies, max_upload_mb: int = 50)
 
     async def logs(request: Request) -> Response:
         worker, job = pool.route(request.path_params["job_id"])
-        close = counted("log", pool.open_proxied(client_ip(request, trusted)))
+        close = metrics.counted("log", pool.open_proxied(client_ip(request, trusted)))
         upstream = f"{worker.url}/logs/{job}"
         return await proxy(request, upstream, pool.session("streams"), close)
 
@@ -167,7 +157,7 @@ def build_pool_app(pool: Pool, trusted: TrustedProxies, max_upload_mb: int = 50)
         worker, job = pool.route(request.path_params["job_id"])
         path = output_path(request.path_params["filepath"])
         upstream = f"{worker.url}/download/{job}/{path}"
-        close = counted("download", pool.open_proxied(client_ip(request, trusted)))
+        close = metrics.counted("download", pool.open_proxied(client_ip(request, trusted)))
         return await proxy(request, upstream, pool.session("streams"), close)
 
     async def stats(request: Request) -> Response:
