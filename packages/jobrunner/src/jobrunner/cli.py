@@ -15,6 +15,21 @@ if TYPE_CHECKING:
 F = TypeVar("F", bound=Callable[..., Any])
 
 
+def _operator_options(command: F) -> F:
+    """`--metrics` and `--log-format`, the same on `serve` and `pool`."""
+    command = click.option(
+        "--log-format",
+        type=click.Choice(["text", "json"]),
+        help="The log on stderr: text lines, or one JSON object per line [text].",
+    )(command)
+    return click.option(
+        "--metrics",
+        metavar="HOST:PORT",
+        help="Serve GET /metrics (Prometheus) on this listener of its own, never the public "
+        "port [off].",
+    )(command)
+
+
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="jobrunner")
 def main() -> None:
@@ -104,17 +119,7 @@ def main() -> None:
     type=click.IntRange(1),
     help="Running jobs are host uids from this one on, one per slot [2000000000].",
 )
-@click.option(
-    "--metrics",
-    metavar="HOST:PORT",
-    help="Serve GET /metrics (Prometheus) on this listener of its own, never the public port "
-    "[off].",
-)
-@click.option(
-    "--log-format",
-    type=click.Choice(["text", "json"]),
-    help="The log on stderr: text lines, or one JSON object per line [text].",
-)
+@_operator_options
 @click.option(
     "--unsafe-no-sandbox",
     is_flag=True,
@@ -292,17 +297,7 @@ for _command in client_commands.COMMANDS:  # submit, status, logs, outputs, down
     type=click.FloatRange(0),
     help="Seconds the pool keeps a finished job's status record [600].",
 )
-@click.option(
-    "--metrics",
-    metavar="HOST:PORT",
-    help="Serve GET /metrics (Prometheus) on this listener of its own, never the public port "
-    "[off].",
-)
-@click.option(
-    "--log-format",
-    type=click.Choice(["text", "json"]),
-    help="The log on stderr: text lines, or one JSON object per line [text].",
-)
+@_operator_options
 def pool(config_file: Path | None, trusted_proxies: tuple[str, ...], **options: Any) -> None:
     """Run the trusted pool coordinator in front of allowlisted workers. Settings come from
     --config FILE, JOBRUNNER_POOL_<KEY> variables and these options (each beats the one before)."""
