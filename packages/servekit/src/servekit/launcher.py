@@ -91,6 +91,10 @@ def _send_reason_phrases() -> None:
     _writers.WRITERS[(SERVER, SEND_RESPONSE)] = write_response
 
 
+# The changes made to hypercorn in this process, each made once however many servers start.
+_PATCHED: set[str] = set()
+
+
 class _Http2Refused(Exception):
     """The HTTP/2 connection preface arrived on an HTTP/1.1 connection (answered 505)."""
 
@@ -104,7 +108,7 @@ def _http1_only() -> None:
     from hypercorn.protocol import ProtocolWrapper
     from hypercorn.protocol.h11 import H11Protocol
 
-    if getattr(H11Protocol._check_protocol, "http1_only", False):
+    if "http1_only" in _PATCHED:
         return
 
     async def check_protocol(self: H11Protocol, event: Any) -> None:
@@ -120,7 +124,7 @@ def _http1_only() -> None:
         except _Http2Refused:
             await self.send(Closed())
 
-    check_protocol.http1_only = True  # type: ignore[attr-defined]
+    _PATCHED.add("http1_only")
     H11Protocol._check_protocol = check_protocol  # type: ignore[method-assign]
     ProtocolWrapper.handle = handle  # type: ignore[method-assign]
 
@@ -132,7 +136,7 @@ def _timed_out_is_closed() -> None:
     from hypercorn.asyncio.tcp_server import TCPServer
     from hypercorn.events import Closed
 
-    if getattr(TCPServer.protocol_send, "timed_out_is_closed", False):
+    if "timed_out_is_closed" in _PATCHED:
         return
     protocol_send, close = TCPServer.protocol_send, TCPServer._close
 
@@ -146,7 +150,7 @@ def _timed_out_is_closed() -> None:
         with contextlib.suppress(TimeoutError):
             await close(self)
 
-    send.timed_out_is_closed = True  # type: ignore[attr-defined]
+    _PATCHED.add("timed_out_is_closed")
     TCPServer.protocol_send = send  # type: ignore[method-assign]
     TCPServer._close = closed  # type: ignore[method-assign]
 
