@@ -54,6 +54,26 @@ def main() -> None:
     help="Seconds a client may take nothing it is sent (a download, a log) before it is "
     "dropped [30].",
 )
+@click.option(
+    "--fair-window",
+    type=click.FloatRange(0.001),
+    help="Seconds of slot time that count when the queue picks the next client [600].",
+)
+@click.option(
+    "--reserved-slots",
+    type=click.IntRange(0),
+    help="Free slots kept for short jobs while short clients are about [half the slots].",
+)
+@click.option(
+    "--short-job",
+    type=click.FloatRange(0),
+    help="Seconds a short job's time limit, or its client's average, is at most [5].",
+)
+@click.option(
+    "--max-queue",
+    type=click.IntRange(1),
+    help="Jobs queued at most; a submit beyond it is refused with 503 [1000].",
+)
 @click.option("--retention", type=float, help="Seconds a finished job is kept at most [600].")
 @click.option(
     "--delete-after-download",
