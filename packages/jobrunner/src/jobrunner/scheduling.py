@@ -24,7 +24,6 @@ jobs before it there. It changes as running jobs accrue slot time and as clients
 job held back from the reserved slots can be overtaken by short ones.
 """
 
-import heapq
 import itertools
 from collections import deque
 from collections.abc import Callable
@@ -149,18 +148,13 @@ class Scheduler:
     # --- the order -------------------------------------------------------------------------------
 
     def order(self) -> list[str]:
-        """Job ids in the order they start if nothing changes from now on."""
+        """Job ids in the order they start if nothing changes from now on: by their client's
+        slot time as of now, then by arrival (a client's own jobs stay in its order, and each
+        next one meets the other clients' waiting heads by its arrival)."""
         now = self.clock()
-        heap = [(time, seq, key, 0) for time, seq, key in self._ranked(now)]
-        heapq.heapify(heap)
-        ids: list[str] = []
-        while heap:
-            time, _, key, index = heapq.heappop(heap)
-            queue = self._clients[key].queue
-            ids.append(queue[index].job_id)
-            if index + 1 < len(queue):  # its slot time is as of now: it stays where it was
-                heapq.heappush(heap, (time, queue[index + 1].seq, key, index + 1))
-        return ids
+        times = {key: self._slot_time(c, now) for key, c in self._clients.items() if c.queue}
+        queued = [entry for key in times for entry in self._clients[key].queue]
+        return [e.job_id for e in sorted(queued, key=lambda e: (times[e.key], e.seq))]
 
     def position(self, job_id: str) -> int | None:
         """How many jobs start before this one (see `order`); None if it is not queued."""
