@@ -10,6 +10,7 @@ from jobrunner.scheduling import Queued, Scheduler
 
 WINDOW = 50.0
 SHORT = 3.0
+PATIENCE = 40.0
 # Four clients; the last two are one IPv6 /64, so one client for the queue.
 ADDRESSES = ["10.0.0.1", "10.0.0.2", "2001:db8::1", "2001:db8::2"]
 
@@ -67,7 +68,9 @@ operations = st.lists(
 @given(operations, st.integers(0, 2))
 def test_the_scheduler_agrees_with_the_model(ops, reserved):
     clock = Clock()
-    scheduler = Scheduler(window=WINDOW, short_job=SHORT, reserved=reserved, clock=clock)
+    scheduler = Scheduler(
+        window=WINDOW, short_job=SHORT, reserved=reserved, patience=PATIENCE, clock=clock
+    )
     model = Model(clock)
     running: list[Queued] = []
     slots = 3
@@ -126,16 +129,19 @@ def test_the_scheduler_agrees_with_the_model(ops, reserved):
         return any(short_by_history(key) for key in model.spans)
 
     timeouts: dict[str, int] = {}
+    queued_at: dict[str, float] = {}
 
     def may_take_reserved(job: str) -> bool:
         key = next(k for j, k, _ in model.queued if j == job)
-        return timeouts[job] <= SHORT or short_by_history(key)
+        waited = clock.now - queued_at[job] >= PATIENCE
+        return timeouts[job] <= SHORT or waited or short_by_history(key)
 
     for op in ops:
         if op[0] == "add":
             job = f"job{added}"
             added += 1
             timeouts[job] = op[2]
+            queued_at[job] = clock.now
             entry = scheduler.add(job, ADDRESSES[op[1]], op[2])
             model.queued.append((job, entry.key, entry.seq))
         elif op[0] == "tick":
@@ -192,3 +198,20 @@ def test_position_is_the_start_order_when_nothing_changes(history):
     assert started == order and [positions[job] for job in started] == list(range(8))
     times = [scheduler.slot_time(ADDRESSES[int(job[3:]) % 4]) for job in started]
     assert times == sorted(times)
+
+
+def test_a_long_job_kept_from_the_reserved_slot_starts_once_it_has_waited_patience():
+    clock = Clock()
+    scheduler = Scheduler(
+        window=WINDOW, short_job=SHORT, reserved=1, patience=PATIENCE, clock=clock
+    )
+    short = scheduler.add("short", ADDRESSES[0], 300)
+    assert scheduler.take(2) == short
+    scheduler.started(short)
+    scheduler.finished(short)  # a client about whose jobs were short
+    scheduler.add("long", ADDRESSES[1], 300)
+    assert scheduler.take(1) is None  # only the reserved slot free
+    clock.now += PATIENCE - 1
+    assert scheduler.take(1) is None
+    clock.now += 1
+    assert scheduler.take(1) is not None and len(scheduler) == 0

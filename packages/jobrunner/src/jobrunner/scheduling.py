@@ -16,7 +16,8 @@ its manifest's timeout is at most `short_job` seconds (it cannot hold the slot l
 client's jobs in the window held a slot `short_job` seconds or less on average (a client none of
 whose jobs has ended in the window has shown nothing yet and is not short by history). "About"
 means some client in the ledger is short by history; with none, every slot goes to whoever is
-first in the order.
+first in the order. A job that has waited `patience` seconds (the server's longest time limit)
+may take any free slot: busy short clients can delay a long job, never starve it.
 
 `order()` is the start order if nothing changed from now on (no time passing, no job ending):
 clients by slot time as of now, then a client's jobs in turn. A job's position is the number of
@@ -42,6 +43,7 @@ class Queued:
     key: str  # the client's rate key
     seq: int  # order of arrival: the tie-break between clients, and FIFO within one
     short: bool  # its time limit is at most `short_job`
+    since: float  # when it was queued
 
 
 @dataclass
@@ -63,12 +65,14 @@ class Scheduler:
         window: float = WINDOW,
         short_job: float = SHORT_JOB,
         reserved: int = 0,
+        patience: float = 300.0,
         ipv6_prefix: int = 64,
         clock: Callable[[], float],
     ) -> None:
         self.window = window
         self.short_job = short_job
         self.reserved = reserved
+        self.patience = patience
         self.ipv6_prefix = ipv6_prefix
         self.clock = clock
         self._clients: dict[str, _Client] = {}
@@ -86,7 +90,7 @@ class Scheduler:
 
     def add(self, job_id: str, client_ip: str, timeout: float) -> Queued:
         key = self.key(client_ip)
-        entry = Queued(job_id, key, next(self._seq), timeout <= self.short_job)
+        entry = Queued(job_id, key, next(self._seq), timeout <= self.short_job, self.clock())
         self._clients.setdefault(key, _Client()).queue.append(entry)
         self._queued += 1
         return entry
@@ -112,7 +116,12 @@ class Scheduler:
         for _, _, key in self._ranked(now):
             client = self._clients[key]
             head = client.queue[0]
-            if open_to_all or head.short or self._short_by_history(client, now):
+            if (
+                open_to_all
+                or head.short
+                or now - head.since >= self.patience
+                or self._short_by_history(client, now)
+            ):
                 client.queue.popleft()
                 self._queued -= 1
                 return head

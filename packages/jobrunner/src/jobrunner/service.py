@@ -125,6 +125,7 @@ class JobService:
             window=settings.fair_window,
             short_job=settings.short_job,
             reserved=settings.reserved,
+            patience=settings.max_timeout,
             ipv6_prefix=settings.rate_ipv6_prefix,
             clock=clock,
         )
