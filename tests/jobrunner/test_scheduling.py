@@ -68,44 +68,47 @@ operations = st.lists(
 @given(operations, st.integers(0, 2))
 def test_the_scheduler_agrees_with_the_model(ops, reserved):
     clock = Clock()
+    slots = 3
     scheduler = Scheduler(
-        window=WINDOW, short_job=SHORT, reserved=reserved, patience=PATIENCE, clock=clock
+        window=WINDOW,
+        short_job=SHORT,
+        slots=slots,
+        reserved=reserved,
+        patience=PATIENCE,
+        clock=clock,
     )
     model = Model(clock)
     running: list[Queued] = []
-    slots = 3
     added = 0
 
     def take(free: int) -> Queued | None:
         order = scheduler.order()
         assert order == [job for job, _, _ in sorted(model.queued, key=order_key)]
+        allowed = [job for job in order if job in heads() and may_start(job)] if free > 0 else []
+        short = {job: is_short(job) for job in allowed}
         entry = scheduler.take(free)
-        if entry is None:
-            if model.queued and free > 0:  # only the reserved slots free, none of them allowed
-                assert free <= reserved and short_clients_about()
-                assert not any(may_take_reserved(job) for job in heads())
+        if not allowed:
+            assert entry is None
             return None
+        # The first in the order that may start: first of all (whose client held the least) unless
+        # it is long and the long jobs' slots are taken.
+        assert entry is not None and entry.job_id == allowed[0]
+        if entry.job_id == order[0]:
+            assert entry.job_id in model.least()
         queued = next(item for item in model.queued if item[0] == entry.job_id)
         # FIFO within a client: nothing of its own came before it.
         assert all(key != entry.key for _, key, _ in model.queued[: model.queued.index(queued)])
-        if free > reserved:
-            # A slot open to all: the first in the order, whose client held the least.
-            assert entry.job_id == order[0] and entry.job_id in model.least()
-        else:
-            # Just the reserved slots free: the first in the order that may have one.
-            allowed = (
-                order
-                if not short_clients_about()
-                else [job for job in order if may_take_reserved(job) and job in heads()]
-            )
-            assert entry.job_id == allowed[0]
         model.queued.remove(queued)
+        if not short[entry.job_id]:
+            long_running.add(entry.job_id)
         scheduler.started(entry)
         model.spans.setdefault(entry.key, []).append((clock.now, None))
         running.append(entry)
-        if free > reserved:
-            # Nothing else changed: the rest start in the order they had.
-            assert scheduler.order() == order[1:]
+        # Nothing else changed: the rest start in the order they had.
+        assert (
+            scheduler.order()
+            == order[: order.index(entry.job_id)] + order[order.index(entry.job_id) + 1 :]
+        )
         return entry
 
     def order_key(item: tuple[str, str, int]) -> tuple[float, int]:
@@ -130,11 +133,16 @@ def test_the_scheduler_agrees_with_the_model(ops, reserved):
 
     timeouts: dict[str, int] = {}
     queued_at: dict[str, float] = {}
+    long_running: set[str] = set()
 
-    def may_take_reserved(job: str) -> bool:
+    def is_short(job: str) -> bool:
         key = next(k for j, k, _ in model.queued if j == job)
+        return timeouts[job] <= SHORT or short_by_history(key)
+
+    def may_start(job: str) -> bool:
         waited = clock.now - queued_at[job] >= PATIENCE
-        return timeouts[job] <= SHORT or waited or short_by_history(key)
+        room = len(long_running) < slots - reserved
+        return is_short(job) or waited or room or not short_clients_about()
 
     for op in ops:
         if op[0] == "add":
@@ -150,6 +158,7 @@ def test_the_scheduler_agrees_with_the_model(ops, reserved):
             take(min(op[1], slots - len(running)))
         elif running:
             entry = running.pop(op[1] % len(running))
+            long_running.discard(entry.job_id)
             scheduler.finished(entry)
             spans = model.spans[entry.key]
             index = spans.index(next(s for s in spans if s[1] is None))
@@ -167,6 +176,7 @@ def test_the_scheduler_agrees_with_the_model(ops, reserved):
         if take(slots - len(running)) is None:
             if running:
                 entry = running.pop(0)
+                long_running.discard(entry.job_id)
                 scheduler.finished(entry)
                 spans = model.spans[entry.key]
                 index = spans.index(next(s for s in spans if s[1] is None))
@@ -181,7 +191,7 @@ def test_position_is_the_start_order_when_nothing_changes(history):
     """Clients with slot time behind them queue jobs; taking them one by one (no time passing,
     nothing ending) starts them in the order `order()` gave, ranked by slot time."""
     clock = Clock()
-    scheduler = Scheduler(window=WINDOW, reserved=0, clock=clock)
+    scheduler = Scheduler(slots=8, window=WINDOW, reserved=0, clock=clock)
     for n, (client, held) in enumerate(history):
         entry = scheduler.add(f"past{n}", ADDRESSES[client], 300)
         assert scheduler.take(1) == entry
@@ -203,13 +213,16 @@ def test_position_is_the_start_order_when_nothing_changes(history):
 def test_a_long_job_kept_from_the_reserved_slot_starts_once_it_has_waited_patience():
     clock = Clock()
     scheduler = Scheduler(
-        window=WINDOW, short_job=SHORT, reserved=1, patience=PATIENCE, clock=clock
+        window=WINDOW, short_job=SHORT, slots=2, reserved=1, patience=PATIENCE, clock=clock
     )
     short = scheduler.add("short", ADDRESSES[0], 300)
     assert scheduler.take(2) == short
     scheduler.started(short)
     scheduler.finished(short)  # a client about whose jobs were short
-    scheduler.add("long", ADDRESSES[1], 300)
+    first = scheduler.add("long", ADDRESSES[1], 300)
+    assert scheduler.take(2) == first  # the one slot for long jobs
+    scheduler.started(first)
+    scheduler.add("long2", ADDRESSES[2], 300)
     assert scheduler.take(1) is None  # only the reserved slot free
     clock.now += PATIENCE - 1
     assert scheduler.take(1) is None

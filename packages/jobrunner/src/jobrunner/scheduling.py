@@ -10,14 +10,15 @@ first out. So a client whose jobs run for their whole time limit waits behind ev
 less, and its long jobs cost it the wait, not the others.
 
 The order alone cannot keep slots for short jobs: when nobody else is queued the long jobs take
-every free slot, and a short job arriving next waits for one of them to end. So the last
-`reserved` free slots start only *short* jobs while short clients are about: a job is short if
-its manifest's timeout is at most `short_job` seconds (it cannot hold the slot longer), or if its
-client's jobs in the window held a slot `short_job` seconds or less on average (a client none of
-whose jobs has ended in the window has shown nothing yet and is not short by history). "About"
-means some client in the ledger is short by history; with none, every slot goes to whoever is
-first in the order. A job that has waited `patience` seconds (the server's longest time limit)
-may take any free slot: busy short clients can delay a long job, never starve it.
+every free slot, and a short job arriving next waits for one of them to end. So `reserved` of the
+`slots` are kept for *short* jobs while short clients are about: the other jobs together run in
+at most `slots - reserved` of them. A job is short if its manifest's timeout is at most
+`short_job` seconds (it cannot hold the slot longer), or if its client's jobs in the window held
+a slot `short_job` seconds or less on average (a client none of whose jobs has ended in the window
+has shown nothing yet and is not short by history: a newcomer's first job runs beside the long
+ones). "About" means some client in the ledger is short by history; with none, every slot goes to
+whoever is first in the order. A job that has waited `patience` seconds (the server's longest
+time limit) may take any free slot: busy short clients can delay a long job, never starve it.
 
 `order()` is the start order if nothing changed from now on (no time passing, no job ending):
 clients by slot time as of now, then a client's jobs in turn. A job's position is the number of
@@ -62,6 +63,7 @@ class Scheduler:
     def __init__(
         self,
         *,
+        slots: int,
         window: float = WINDOW,
         short_job: float = SHORT_JOB,
         reserved: int = 0,
@@ -71,7 +73,9 @@ class Scheduler:
     ) -> None:
         self.window = window
         self.short_job = short_job
+        self.slots = slots
         self.reserved = reserved
+        self._long: set[str] = set()  # jobs taken as not short, until they end
         self.patience = patience
         self.ipv6_prefix = ipv6_prefix
         self.clock = clock
@@ -100,6 +104,7 @@ class Scheduler:
         head of its client's queue, with its place in the order of arrival."""
         self._clients.setdefault(entry.key, _Client()).queue.appendleft(entry)
         self._queued += 1
+        self._long.discard(entry.job_id)
 
     def clear(self) -> None:
         for client in self._clients.values():
@@ -108,22 +113,21 @@ class Scheduler:
 
     def take(self, free: int) -> Queued | None:
         """The job to start in one of `free` free slots, taken off the queue; None if no queued
-        job may start now (none queued, or only long ones and just the reserved slots free)."""
+        job may start now (none queued, or only long ones and the long ones' slots taken)."""
         if free <= 0:
             return None
         now = self.clock()
-        open_to_all = free > self.reserved or not self._short_clients_about(now)
+        room_for_long = len(self._long) < self.slots - self.reserved
+        open_to_all = room_for_long or not self._short_clients_about(now)
         for _, _, key in self._ranked(now):
             client = self._clients[key]
             head = client.queue[0]
-            if (
-                open_to_all
-                or head.short
-                or now - head.since >= self.patience
-                or self._short_by_history(client, now)
-            ):
+            short = head.short or self._short_by_history(client, now)
+            if short or open_to_all or now - head.since >= self.patience:
                 client.queue.popleft()
                 self._queued -= 1
+                if not short:
+                    self._long.add(head.job_id)
                 return head
         return None
 
@@ -133,6 +137,7 @@ class Scheduler:
         self._clients.setdefault(entry.key, _Client()).running[entry.job_id] = self.clock()
 
     def finished(self, entry: Queued) -> None:
+        self._long.discard(entry.job_id)
         client = self._clients.get(entry.key)
         if client is None or (start := client.running.pop(entry.job_id, None)) is None:
             return

@@ -124,6 +124,7 @@ class JobService:
         self.queue = Scheduler(
             window=settings.fair_window,
             short_job=settings.short_job,
+            slots=settings.concurrency,
             reserved=settings.reserved,
             patience=settings.max_timeout,
             ipv6_prefix=settings.rate_ipv6_prefix,
