@@ -62,7 +62,7 @@ def main() -> None:
 @click.option(
     "--reserved-slots",
     type=click.IntRange(0),
-    help="Free slots kept for short jobs while short clients are about [half the slots].",
+    help="Slots kept for short jobs while short clients are about [all but a quarter].",
 )
 @click.option(
     "--short-job",
