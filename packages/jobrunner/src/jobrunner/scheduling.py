@@ -21,8 +21,8 @@ whoever is first in the order. A job that has waited `patience` seconds (the ser
 time limit) may take any free slot: busy short clients can delay a long job, never starve it.
 
 `order()` is the start order if nothing changed from now on (no time passing, no job ending):
-clients by slot time as of now, then a client's jobs in turn. A job's position is the number of
-jobs before it there. It changes as running jobs accrue slot time and as clients submit, and a
+the queued jobs by their client's slot time as of now, then by arrival. A job's position is the
+number of jobs before it there. It changes as running jobs accrue slot time and as clients submit, and a
 job held back from the reserved slots can be overtaken by short ones.
 """
 

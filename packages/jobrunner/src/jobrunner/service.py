@@ -338,9 +338,10 @@ class JobService:
                 self._fail_after_crash(job)
 
     async def _next(self) -> Queued:
-        """The next job to start in this worker's slot, by the scheduler's choice. Only long jobs
-        queued and just the reserved slots free: look again when something changes, or after a
-        second (clients turn short or long as time passes)."""
+        """The next job to start in this worker's slot, by the scheduler's choice. None may start
+        (only long jobs queued, and the long jobs' slots taken): look again when something
+        changes, or after a second (clients turn short or long, and jobs wait long enough, as
+        time passes)."""
         async with self._queue_changed:
             while (entry := self.queue.take(self.settings.concurrency - self.running)) is None:
                 with contextlib.suppress(TimeoutError):
