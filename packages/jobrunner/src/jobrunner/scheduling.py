@@ -22,8 +22,8 @@ time limit) may take any free slot: busy short clients can delay a long job, nev
 
 `order()` is the start order if nothing changed from now on (no time passing, no job ending):
 the queued jobs by their client's slot time as of now, then by arrival. A job's position is the
-number of jobs before it there. It changes as running jobs accrue slot time and as clients submit, and a
-job held back from the reserved slots can be overtaken by short ones.
+number of jobs before it there. It changes as running jobs accrue slot time and as clients
+submit, and a long job held back from the reserved slots can be overtaken by short ones.
 """
 
 import itertools
