@@ -19,7 +19,7 @@ import websockets
 
 from jobrunner import uploads
 from support import hostiletar, wsframes
-from support.fakerunner import Served, serving, steps
+from support.fakerunner import Clock, Served, serving, steps
 from support.jobclient import tarball
 from support.servers import wait_until_async
 
@@ -731,3 +731,129 @@ def test_a_cancelled_submit_waits_for_its_unpacking_thread(tmp_path, monkeypatch
         run(scenario, tmp_path)
     finally:
         release.set()
+
+
+# --- issue 23: the queue is fair between clients ------------------------------------------------
+
+PROXIED = {"trusted_proxies": ["127.0.0.1"]}  # each client its own address (X-Forwarded-For)
+
+
+async def submit_as(
+    client: httpx.AsyncClient, served: Served, ip: str, job: str, timeout: int | None = None
+) -> str:
+    manifest = {"entrypoint": "main.json", "interpreter": "python"}
+    if timeout is not None:
+        manifest["timeout"] = timeout
+    answer = await submit(client, served, job, manifest, **{"X-Forwarded-For": ip})
+    assert answer.status_code == 200, answer.text
+    return answer.json()["job_id"]
+
+
+def test_a_short_job_is_not_stuck_behind_other_clients_long_ones(tmp_path):
+    """Three clients' six long jobs and two slots: while a client with short jobs is about, the
+    last free slot is kept for short jobs, so its next one (and a newcomer's with a short time
+    limit) runs at once instead of after the long ones."""
+    clock = Clock()
+
+    async def scenario(served: Served) -> None:
+        async with httpx.AsyncClient() as client:
+            first = await submit_as(client, served, "10.1.0.1", steps({"out": "short\n"}))
+            assert (await finished(client, served, first))["status"] == "completed"
+            long_jobs = [
+                await submit_as(client, served, f"10.2.0.{n}", steps({"wait": "long"}))
+                for n in range(3)
+                for _ in range(2)
+            ]
+            clock.advance(60)  # the running ones have held their slots a minute
+            short = await submit_as(client, served, "10.1.0.1", steps({"out": "short\n"}))
+            assert (await finished(client, served, short))["status"] == "completed"
+            newcomer = await submit_as(client, served, "10.3.0.1", steps(), timeout=5)
+            assert (await finished(client, served, newcomer))["status"] == "completed"
+            assert not any(served.service.jobs[job].finished for job in long_jobs)
+            served.runner.open("long")
+            for job in long_jobs:
+                assert (await finished(client, served, job))["status"] == "completed"
+
+    run(scenario, tmp_path, concurrency=2, clock=clock, **PROXIED)
+
+
+def test_a_newcomers_first_job_runs_at_once_beside_the_long_ones(tmp_path):
+    """Four slots, three kept for short jobs: the long jobs' slot is held, and a client nobody
+    has seen sends one quick job with the default time limit. It starts at once in a kept slot
+    (two are free, so one stays free for the short clients) instead of waiting for the long
+    ones; the next newcomer's job may try too once the first has run past `short_job`."""
+    clock = Clock()
+
+    async def scenario(served: Served) -> None:
+        async with httpx.AsyncClient() as client:
+            regular = await submit_as(client, served, "10.1.0.1", steps({"out": "short\n"}))
+            assert (await finished(client, served, regular))["status"] == "completed"
+            long_jobs = [
+                await submit_as(client, served, "10.2.0.1", steps({"wait": "long"}))
+                for _ in range(2)
+            ]
+            assert await wait_until_async(
+                lambda: served.service.jobs[long_jobs[0]].state == "running"
+            )
+            trial = await submit_as(client, served, "10.3.0.1", steps({"wait": "trial"}))
+            assert await wait_until_async(lambda: served.service.jobs[trial].state == "running")
+            assert served.service.jobs[long_jobs[1]].state == "queued"  # its client is not new
+            clock.advance(60)  # the trial turned out long: the next newcomer may try
+            quick = await submit_as(client, served, "10.4.0.1", steps())
+            assert (await finished(client, served, quick))["status"] == "completed"
+            assert not any(served.service.jobs[job].finished for job in [*long_jobs, trial])
+            served.runner.open("long")
+            served.runner.open("trial")
+            for job in [*long_jobs, trial]:
+                assert (await finished(client, served, job))["status"] == "completed"
+
+    run(scenario, tmp_path, concurrency=4, clock=clock, **PROXIED)
+
+
+def test_a_client_whose_job_ran_long_waits_for_its_next_start(tmp_path):
+    """One slot; a client whose job held it for 100 s submits again just before another
+    client: the other client's job starts first, and the positions said so."""
+    clock = Clock()
+
+    async def scenario(served: Served) -> None:
+        async with httpx.AsyncClient() as client:
+            ran_long = await submit_as(client, served, "10.3.0.1", steps({"wait": "long"}))
+            assert await wait_until_async(lambda: served.service.jobs[ran_long].state == "running")
+            clock.advance(100)
+            served.runner.open("long")
+            await finished(client, served, ran_long)
+            holder = await submit_as(client, served, "10.3.0.2", steps({"wait": "hold"}))
+            assert await wait_until_async(lambda: served.service.jobs[holder].state == "running")
+            again = await submit_as(client, served, "10.3.0.1", steps())
+            other = await submit_as(client, served, "10.3.0.3", steps())
+            positions = [
+                (await client.get(f"{served.url}/status/{job}")).json()["position"]
+                for job in (other, again)
+            ]
+            assert positions == [1, 2]
+            served.runner.open("hold")
+            for job in (holder, again, other):
+                await finished(client, served, job)
+            assert served.runner.started[-2:] == [other, again]
+
+    run(scenario, tmp_path, concurrency=1, clock=clock, **PROXIED)
+
+
+def test_a_full_queue_is_a_503_with_retry_after(tmp_path):
+    async def scenario(served: Served) -> None:
+        async with httpx.AsyncClient() as client:
+            held = (await submit(client, served, steps({"wait": "g"}))).json()["job_id"]
+            assert await wait_until_async(lambda: served.service.jobs[held].state == "running")
+            queued = [(await submit(client, served, steps())).json() for _ in range(2)]
+            assert [job["position"] for job in queued] == [1, 2]
+            refused = await submit(client, served, steps())
+            assert refused.status_code == 503 and refused.headers["retry-after"] == "10"
+            assert refused.json() == {
+                "error": "Service unavailable",
+                "details": "the queue is full (2 jobs); try again shortly",
+            }
+            served.runner.open("g")
+            for job in queued:
+                assert (await finished(client, served, job["job_id"]))["status"] == "completed"
+
+    run(scenario, tmp_path, concurrency=1, max_queue=2)

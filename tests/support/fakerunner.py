@@ -18,6 +18,7 @@ import json
 import os
 import shutil
 import threading
+import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -121,6 +122,20 @@ def _deep_file(work: Path, depth: int, data: bytes) -> None:
         os.close(fd)
 
 
+class Clock:
+    """The monotonic clock, moved on by the test when it says so (`advance`): jobs held for a
+    minute of the service's time in a moment of the test's."""
+
+    def __init__(self) -> None:
+        self.offset = 0.0
+
+    def __call__(self) -> float:
+        return time.monotonic() + self.offset
+
+    def advance(self, seconds: float) -> None:
+        self.offset += seconds
+
+
 @dataclass
 class Served:
     url: str
@@ -136,16 +151,24 @@ class Served:
 
 @contextlib.asynccontextmanager
 async def serving(
-    state: Path, runner: FakeRunner | None = None, metrics: bool = False, **options: Any
+    state: Path,
+    runner: FakeRunner | None = None,
+    clock: Callable[[], float] | None = None,
+    metrics: bool = False,
+    **options: Any,
 ) -> AsyncIterator[Served]:
-    """Serve the real app on 127.0.0.1 (a free port) in this event loop until the block ends;
-    with `metrics`, its metrics app too, on a listener of its own."""
+    """Serve the real app on 127.0.0.1 (a free port) in this event loop until the block ends
+    (with the service's `clock` if given: a test's `Clock` it moves on); with `metrics`, its
+    metrics app too, on a listener of its own."""
     runner = runner or FakeRunner()
     settings = Settings(state_dir=str(state), **{"concurrency": 2, **GENEROUS, **options})
     default = state / "envs" / "default"
     default.mkdir(parents=True, exist_ok=True)
     (default / MARKER).write_text("")  # the fake runner needs no venv
-    service = JobService(settings, runner, WorkerKey.load_or_create(state / "worker.key"))
+    key = WorkerKey.load_or_create(state / "worker.key")
+    service = (
+        JobService(settings, runner, key, clock) if clock else JobService(settings, runner, key)
+    )
     app = build_app(service, TrustedProxies(settings.trusted_proxies))
     ready: asyncio.Future[str] = asyncio.get_running_loop().create_future()
     side_ready: asyncio.Future[str] = asyncio.get_running_loop().create_future()

@@ -102,6 +102,26 @@ def main() -> None:
     type=float,
     help="Seconds a live-log reader may take nothing before it is closed (1013) [10].",
 )
+@click.option(
+    "--fair-window",
+    type=click.FloatRange(0.001),
+    help="Seconds of slot time that count when the queue picks the next client [600].",
+)
+@click.option(
+    "--reserved-slots",
+    type=click.IntRange(0),
+    help="Slots kept for short jobs while short clients are about [all but a quarter].",
+)
+@click.option(
+    "--short-job",
+    type=click.FloatRange(0),
+    help="Seconds a short job's time limit, or its client's average, is at most [5].",
+)
+@click.option(
+    "--max-queue",
+    type=click.IntRange(1),
+    help="Jobs queued at most; a submit beyond it is refused with 503 [1000].",
+)
 @click.option("--retention", type=float, help="Seconds a finished job is kept at most [600].")
 @click.option(
     "--delete-after-download",

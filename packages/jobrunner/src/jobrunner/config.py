@@ -42,6 +42,15 @@ class Settings(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     rate_cpu_window: float = 60.0
     rate_ipv6_prefix: int = 64  # IPv6 clients are counted by this network (one host has a /64)
     rate_streams: int = 8  # log streams (GET /logs, the WebSocket) and downloads open at once
+    # The queue (scheduling.py): a free slot goes to the queued client whose jobs held the least
+    # slot time in the last `fair_window` seconds; while short clients are about, the jobs that
+    # are not short (a time limit, or an average so far, over `short_job` seconds) run in at most
+    # `concurrency - reserved_slots` slots (default: a quarter of them, at least one). Beyond
+    # `max_queue` queued jobs a submit is refused (503, Retry-After).
+    fair_window: Annotated[float, msgspec.Meta(gt=0)] = 600.0
+    short_job: Annotated[float, msgspec.Meta(ge=0)] = 5.0
+    reserved_slots: Annotated[int, msgspec.Meta(ge=0)] | None = None
+    max_queue: Annotated[int, msgspec.Meta(ge=1)] = 1000
     # Per job.
     max_timeout: int = 300
     max_memory_mb: int = 512
@@ -68,6 +77,14 @@ class Settings(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     @property
     def state(self) -> Path:
         return Path(self.state_dir)
+
+    @property
+    def reserved(self) -> int:
+        """Slots kept for short jobs: `reserved_slots`, or all but a quarter of the slots (the
+        quarter at least one): 3 of 4, 1 of 2, none of 1."""
+        if self.reserved_slots is not None:
+            return self.reserved_slots
+        return self.concurrency - max(1, self.concurrency // 4)
 
 
 class PoolSettings(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):

@@ -127,6 +127,12 @@ def shutting_down() -> ShuttingDown:
     return ShuttingDown("the server is shutting down")
 
 
+def queue_full(limit: int) -> Busy:
+    """A place frees as soon as a queued job starts: with a full queue that is every few seconds
+    (every slot's jobs end in turn), so the client is asked back in 10."""
+    return Busy(f"the queue is full ({limit} jobs); try again shortly", retry_after=10)
+
+
 def short_of_files() -> Busy:
     """Long-lived work (a stream, an upload) waits while the server has no more than its reserve
     of open files left, so that health checks and short requests are still answered."""

@@ -12,7 +12,6 @@ import mimetypes
 import os
 import shutil
 import time
-from collections import deque
 from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -30,6 +29,7 @@ from jobrunner.logformat import client_key
 from jobrunner.metrics import WorkerMetrics
 from jobrunner.ratelimit import Limits, RateLimiter, Reservation, StreamSlot
 from jobrunner.sandbox import RunResult, RunSpec
+from jobrunner.scheduling import Queued, Scheduler
 from jobrunner.wire import (
     Environments as EnvironmentListing,
 )
@@ -140,7 +140,15 @@ class JobService:
         self.key = key
         self.clock = clock
         self.jobs: dict[str, Job] = {}
-        self.queue: deque[str] = deque()
+        self.queue = Scheduler(
+            window=settings.fair_window,
+            short_job=settings.short_job,
+            slots=settings.concurrency,
+            reserved=settings.reserved,
+            patience=settings.max_timeout,
+            ipv6_prefix=settings.rate_ipv6_prefix,
+            clock=clock,
+        )
         self._queue_changed = asyncio.Condition()
         self.running = 0
         self.accepting = True
@@ -241,10 +249,15 @@ class JobService:
             raise errors.shutting_down()
         if descriptors.running_low():
             raise errors.short_of_files()
+        self._check_queue_room()
         reservation = self.limiter.reserve(client_ip)
         if not isinstance(reservation, Reservation):
             raise errors.rate_limited(reservation)
         return reservation
+
+    def _check_queue_room(self) -> None:
+        if len(self.queue) >= self.settings.max_queue:
+            raise errors.queue_full(self.settings.max_queue)
 
     def cancel(self, reservation: Reservation) -> None:
         self.limiter.cancel(reservation)
@@ -272,6 +285,7 @@ class JobService:
             if deadline is None:
                 deadline = time.monotonic() + self.settings.upload_timeout
             job = await self._accept(client_ip, manifest_text, parts, job_dir, deadline)
+            self._check_queue_room()  # uploads admitted together may have filled it meanwhile
         except BaseException:
             self.limiter.cancel(reservation)
             await asyncio.to_thread(shutil.rmtree, job_dir, True)
@@ -279,11 +293,11 @@ class JobService:
         self.jobs[job.id] = job
         job.queued_at = self.clock()
         async with self._queue_changed:
-            self.queue.append(job.id)
-            self._queue_changed.notify()
+            self.queue.add(job.id, client_ip, job.manifest.timeout)
+            self._queue_changed.notify_all()  # a worker may start it now, or none may yet
         self.metrics.accepted.inc()
         log.info("job %s accepted", job.id, extra=self._facts(job, event="job.accepted"))
-        return SubmitResult(job.id, "queued", len(self.queue), job.job_hash)
+        return SubmitResult(job.id, "queued", self._position(job) or 0, job.job_hash)
 
     async def _accept(
         self,
@@ -360,22 +374,24 @@ class JobService:
 
     async def _worker(self) -> None:
         while True:
-            async with self._queue_changed:
-                await self._queue_changed.wait_for(lambda: bool(self.queue))
-                job = self.jobs.get(self.queue.popleft())
+            entry = await self._next()
+            job = self.jobs.get(entry.job_id)
             if job is None or job.finished:  # cancelled meanwhile
                 continue
             try:
                 if not self.environments.built(job.manifest.environment):
-                    self._wait_for_environment(job)  # the slot goes to the next job meanwhile
+                    self._wait_for_environment(job, entry)  # the slot goes to the next job
                     continue
                 self.running += 1
+                self.queue.started(entry)
                 try:
                     await self._run(job)
                 finally:
                     self.running -= 1
+                    self.queue.finished(entry)
                     async with self._queue_changed:
-                        self._queue_changed.notify_all()  # for drain(), which waits on jobs
+                        # For the other workers (a slot is free) and drain() (a job ended).
+                        self._queue_changed.notify_all()
             except asyncio.CancelledError:
                 raise
             except Exception:
@@ -383,7 +399,18 @@ class JobService:
                 log.exception("job %s: the runner loop failed", job.id)
                 self._fail_after_crash(job)
 
-    def _wait_for_environment(self, job: Job) -> None:
+    async def _next(self) -> Queued:
+        """The next job to start in this worker's slot, by the scheduler's choice. None may start
+        (only long jobs queued, and the long jobs' slots taken): look again when something
+        changes, or after a second (clients turn short or long, and jobs wait long enough, as
+        time passes)."""
+        async with self._queue_changed:
+            while (entry := self.queue.take(self.settings.concurrency - self.running)) is None:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._queue_changed.wait(), 1.0 if self.queue else None)
+            return entry
+
+    def _wait_for_environment(self, job: Job, entry: Queued) -> None:
         name = job.manifest.environment
         job.log.note(f"environment {name!r} is being built; the job runs when it is ready")
 
@@ -398,8 +425,8 @@ class JobService:
             if job.finished:
                 return
             async with self._queue_changed:
-                self.queue.appendleft(job.id)
-                self._queue_changed.notify()
+                self.queue.requeue(entry)
+                self._queue_changed.notify_all()
 
         task = asyncio.create_task(when_built())
         self._waiting.add(task)
@@ -599,13 +626,15 @@ class JobService:
         return job
 
     def _record(self, job: Job) -> StatusRecord:
-        position = None
-        if job.state == "queued":
-            try:
-                position = self.queue.index(job.id) + 1
-            except ValueError:
-                position = 0  # waiting for its environment, or being picked up this moment
-        return job.record(self.key.worker_id, position)
+        return job.record(self.key.worker_id, self._position(job))
+
+    def _position(self, job: Job) -> int | None:
+        """1 for the next job to start, 2 for the one after it, ... (`Scheduler.order`: as of
+        now); 0 while it waits for its environment or is being picked up; None once it runs."""
+        if job.state != "queued":
+            return None
+        ahead = self.queue.position(job.id)
+        return 0 if ahead is None else ahead + 1
 
     def open_stream(self, client_ip: str) -> StreamSlot:
         """A slot for one stream of this client (a log, plain or WebSocket, or a download), or
@@ -693,3 +722,4 @@ class JobService:
                 del self.jobs[job.id]
                 await asyncio.to_thread(shutil.rmtree, job.directory, True)
             self.limiter.sweep()
+            self.queue.sweep()

@@ -1,0 +1,247 @@
+"""Which queued job starts next: each client's fair share of slot time, not first come first served.
+
+Clients are keyed as the rate limits key them (`servekit.rate_key`: an IPv4 address, an IPv6 /64).
+The ledger holds, per client, the time its jobs held a slot over the last `window` seconds,
+counted as they run (a running job counts from its start, or from the window's start, to now).
+
+When a slot frees, the next job is the head of the queue of the client with the least slot time
+in the window (ties: the client whose head job has waited longest); within a client, first in
+first out. So a client whose jobs run for their whole time limit waits behind everyone who held
+less, and its long jobs cost it the wait, not the others.
+
+The order alone cannot keep slots for short jobs: when nobody else is queued the long jobs take
+every free slot, and a short job arriving next waits for one of them to end. So `reserved` of the
+`slots` are kept for *short* jobs while short clients are about: the other jobs together run in
+at most `slots - reserved` of them. A job is short if its manifest's timeout is at most
+`short_job` seconds (it cannot hold the slot longer), or if its client's jobs in the window held
+a slot `short_job` seconds or less on average (a client none of whose jobs has ended in the window
+has shown nothing yet and is not short by history: a newcomer's first job runs beside the long
+ones). A newcomer (nothing of its ended in the window, nothing running) may also try a kept slot
+when two are free, one trial at a time: a trial that runs past `short_job` counts as long from
+then on, and the next newcomer may try. "About" means some client in the ledger is short by history; with none, every slot goes to
+whoever is first in the order. A job that has waited `patience` seconds (the server's longest
+time limit) may take any free slot: busy short clients can delay a long job, never starve it.
+
+`order()` is the start order if nothing changed from now on (no time passing, no job ending):
+the queued jobs by their client's slot time as of now, then by arrival. A job's position is the
+number of jobs before it there. It changes as running jobs accrue slot time and as clients
+submit, and a long job held back from the reserved slots can be overtaken by short ones.
+"""
+
+import itertools
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from servekit import rate_key
+
+WINDOW = 600.0  # twice the longest time limit (300 s): a job at the limit still counts when its
+# owner's next jobs queue, and two such jobs in a row count in full.
+SHORT_JOB = 5.0
+
+
+@dataclass(frozen=True)
+class Queued:
+    job_id: str
+    key: str  # the client's rate key
+    seq: int  # order of arrival: the tie-break between clients, and FIFO within one
+    short: bool  # its time limit is at most `short_job`
+    since: float  # when it was queued
+
+
+@dataclass
+class _Client:
+    queue: deque[Queued] = field(default_factory=deque)
+    held: deque[tuple[float, float]] = field(default_factory=deque)  # (start, end) of ended jobs
+    held_total: float = 0.0  # their whole lengths, summed
+    longest: float = 0.0  # the longest of them
+    running: dict[str, float] = field(default_factory=dict)  # job id -> start
+
+    def idle(self) -> bool:
+        return not (self.queue or self.held or self.running)
+
+    def new(self) -> bool:
+        """None of its jobs has ended in the window or is running: it has shown nothing yet."""
+        return not (self.held or self.running)
+
+
+class Scheduler:
+    def __init__(
+        self,
+        *,
+        slots: int,
+        window: float = WINDOW,
+        short_job: float = SHORT_JOB,
+        reserved: int = 0,
+        patience: float = 300.0,
+        ipv6_prefix: int = 64,
+        clock: Callable[[], float],
+    ) -> None:
+        self.window = window
+        self.short_job = short_job
+        self.slots = slots
+        self.reserved = reserved
+        self._long: set[str] = set()  # jobs taken as not short, until they end
+        self._trials: dict[str, float] = {}  # a newcomer's job in a reserved slot -> when taken
+        self.patience = patience
+        self.ipv6_prefix = ipv6_prefix
+        self.clock = clock
+        self._clients: dict[str, _Client] = {}
+        self._seq = itertools.count()
+        self._queued = 0
+
+    def __len__(self) -> int:
+        """Jobs queued."""
+        return self._queued
+
+    def key(self, client_ip: str) -> str:
+        return rate_key(client_ip, self.ipv6_prefix)
+
+    # --- the queue -------------------------------------------------------------------------------
+
+    def add(self, job_id: str, client_ip: str, timeout: float) -> Queued:
+        key = self.key(client_ip)
+        entry = Queued(job_id, key, next(self._seq), timeout <= self.short_job, self.clock())
+        self._clients.setdefault(key, _Client()).queue.append(entry)
+        self._queued += 1
+        return entry
+
+    def requeue(self, entry: Queued) -> None:
+        """A taken job that could not start (its environment was being built) goes back to the
+        head of its client's queue, with its place in the order of arrival."""
+        self._clients.setdefault(entry.key, _Client()).queue.appendleft(entry)
+        self._queued += 1
+        self._long.discard(entry.job_id)
+        self._trials.pop(entry.job_id, None)
+
+    def clear(self) -> None:
+        for client in self._clients.values():
+            client.queue.clear()
+        self._queued = 0
+
+    def take(self, free: int) -> Queued | None:
+        """The job to start in one of `free` free slots, taken off the queue; None if no queued
+        job may start now (none queued, or only long ones and the long ones' slots taken)."""
+        if free <= 0:
+            return None
+        now = self.clock()
+        room_for_long = len(self._long) < self.slots - self.reserved
+        open_to_all = room_for_long or not self._short_clients_about(now)
+        # A newcomer's job may try a reserved slot if another stays free for the short clients,
+        # one such trial at a time: a newcomer with a short job is not kept behind the long
+        # jobs. A trial that runs past `short_job` counts as long from then on and the next
+        # newcomer may try; each client tries once (it is no longer new once its job runs).
+        for job_id, taken in list(self._trials.items()):
+            if now - taken > self.short_job:
+                del self._trials[job_id]
+                self._long.add(job_id)
+        trial_open = free >= 2 and not self._trials
+        for _, _, key in self._ranked(now):
+            client = self._clients[key]
+            head = client.queue[0]
+            short = head.short or self._short_by_history(client, now)
+            trial = not (short or open_to_all) and trial_open and client.new()
+            if short or open_to_all or trial or now - head.since >= self.patience:
+                client.queue.popleft()
+                self._queued -= 1
+                if trial:
+                    self._trials[head.job_id] = now
+                elif not short:
+                    self._long.add(head.job_id)
+                return head
+        return None
+
+    def remove(self, job_id: str) -> None:
+        """Take a queued job off the queue (cancelled); ValueError if it is not queued."""
+        for client in self._clients.values():
+            for entry in client.queue:
+                if entry.job_id == job_id:
+                    client.queue.remove(entry)
+                    self._queued -= 1
+                    return
+        raise ValueError(job_id)
+
+    # --- the ledger ------------------------------------------------------------------------------
+
+    def started(self, entry: Queued) -> None:
+        self._clients.setdefault(entry.key, _Client()).running[entry.job_id] = self.clock()
+
+    def finished(self, entry: Queued) -> None:
+        self._long.discard(entry.job_id)
+        self._trials.pop(entry.job_id, None)
+        client = self._clients.get(entry.key)
+        if client is None or (start := client.running.pop(entry.job_id, None)) is None:
+            return
+        end = self.clock()
+        client.held.append((start, end))
+        client.held_total += end - start
+        client.longest = max(client.longest, end - start)
+
+    def slot_time(self, client_ip: str) -> float:
+        """Seconds the client's jobs held a slot in the last `window` seconds."""
+        client = self._clients.get(self.key(client_ip))
+        return self._slot_time(client, self.clock()) if client else 0.0
+
+    def sweep(self) -> None:
+        """Forget what has left the window, and clients with nothing left."""
+        now = self.clock()
+        for key, client in list(self._clients.items()):
+            self._expire(client, now)
+            if client.idle():
+                del self._clients[key]
+
+    # --- the order -------------------------------------------------------------------------------
+
+    def order(self) -> list[str]:
+        """Job ids in the order they start if nothing changes from now on: by their client's
+        slot time as of now, then by arrival (a client's own jobs stay in its order, and each
+        next one meets the other clients' waiting heads by its arrival)."""
+        now = self.clock()
+        times = {key: self._slot_time(c, now) for key, c in self._clients.items() if c.queue}
+        queued = [entry for key in times for entry in self._clients[key].queue]
+        return [e.job_id for e in sorted(queued, key=lambda e: (times[e.key], e.seq))]
+
+    def position(self, job_id: str) -> int | None:
+        """How many jobs start before this one (see `order`); None if it is not queued."""
+        try:
+            return self.order().index(job_id)
+        except ValueError:
+            return None
+
+    def _ranked(self, now: float) -> list[tuple[float, int, str]]:
+        """Clients with queued jobs, as (slot time, head's arrival, key), first to start first."""
+        return sorted(
+            (self._slot_time(client, now), client.queue[0].seq, key)
+            for key, client in self._clients.items()
+            if client.queue
+        )
+
+    def _slot_time(self, client: _Client, now: float) -> float:
+        since = now - self.window
+        self._expire(client, now)
+        total = client.held_total + sum(
+            now - max(start, since) for start in client.running.values()
+        )
+        # Ended jobs are in the order they ended; only those that ended within `longest` of the
+        # window's start can have started before it (a sum kept, not recounted at every choice).
+        for start, end in client.held:
+            if end - client.longest > since:
+                break
+            total -= max(0.0, since - start)
+        return total
+
+    def _expire(self, client: _Client, now: float) -> None:
+        while client.held and client.held[0][1] <= now - self.window:
+            start, end = client.held.popleft()
+            client.held_total -= end - start
+        if not client.held:
+            client.held_total = client.longest = 0.0  # no rounding left over
+
+    def _short_by_history(self, client: _Client, now: float) -> bool:
+        """Its jobs held a slot `short_job` seconds or less on average, running ones included;
+        a client none of whose jobs has ended in the window has shown nothing yet."""
+        ended, running = len(client.held), len(client.running)
+        return ended > 0 and self._slot_time(client, now) <= self.short_job * (ended + running)
+
+    def _short_clients_about(self, now: float) -> bool:
+        return any(self._short_by_history(client, now) for client in self._clients.values())
