@@ -778,10 +778,11 @@ def test_a_short_job_is_not_stuck_behind_other_clients_long_ones(tmp_path):
 
 
 def test_a_newcomers_first_job_runs_at_once_beside_the_long_ones(tmp_path):
-    """Four slots, three kept for short jobs: the long jobs' slot is held, and a client nobody
-    has seen sends one quick job with the default time limit. It starts at once in a kept slot
-    (two are free, so one stays free for the short clients) instead of waiting for the long
-    ones; the next newcomer's job may try too once the first has run past `short_job`."""
+    """Two slots, one kept for short jobs while a client with short jobs is about; another
+    client's long job holds the other and its next one waits. A client nobody has seen sends
+    one quick job with the default time limit: it cannot be told from a long one yet, so it may
+    not take the kept slot, and it runs at once in the trial slot instead of after the long
+    ones. A second newcomer waits for the trial slot while the first holds it."""
     clock = Clock()
 
     async def scenario(served: Served) -> None:
@@ -795,24 +796,28 @@ def test_a_newcomers_first_job_runs_at_once_beside_the_long_ones(tmp_path):
             assert await wait_until_async(
                 lambda: served.service.jobs[long_jobs[0]].state == "running"
             )
-            trial = await submit_as(client, served, "10.3.0.1", steps({"wait": "trial"}))
-            assert await wait_until_async(lambda: served.service.jobs[trial].state == "running")
-            assert served.service.jobs[long_jobs[1]].state == "queued"  # its client is not new
-            clock.advance(60)  # the trial turned out long: the next newcomer may try
-            quick = await submit_as(client, served, "10.4.0.1", steps())
-            assert (await finished(client, served, quick))["status"] == "completed"
-            assert not any(served.service.jobs[job].finished for job in [*long_jobs, trial])
-            served.runner.open("long")
+            clock.advance(60)
+            newcomer = await submit_as(client, served, "10.3.0.1", steps({"wait": "trial"}))
+            assert await wait_until_async(lambda: served.service.jobs[newcomer].state == "running")
+            second = await submit_as(client, served, "10.4.0.1", steps())
+            status = (await client.get(f"{served.url}/status/{second}")).json()
+            assert (
+                status["status"] == "queued" and served.service.jobs[long_jobs[1]].state == "queued"
+            )
             served.runner.open("trial")
-            for job in [*long_jobs, trial]:
+            assert (await finished(client, served, newcomer))["status"] == "completed"
+            assert (await finished(client, served, second))["status"] == "completed"
+            assert not any(served.service.jobs[job].finished for job in long_jobs)
+            served.runner.open("long")
+            for job in long_jobs:
                 assert (await finished(client, served, job))["status"] == "completed"
 
-    run(scenario, tmp_path, concurrency=4, clock=clock, **PROXIED)
+    run(scenario, tmp_path, concurrency=2, clock=clock, **PROXIED)
 
 
 def test_a_client_whose_job_ran_long_waits_for_its_next_start(tmp_path):
-    """One slot; a client whose job held it for 100 s submits again just before another
-    client: the other client's job starts first, and the positions said so."""
+    """One slot (no trial slot); a client whose job held it for 100 s submits again just before
+    another client: the other client's job starts first, and the positions said so."""
     clock = Clock()
 
     async def scenario(served: Served) -> None:
@@ -836,7 +841,7 @@ def test_a_client_whose_job_ran_long_waits_for_its_next_start(tmp_path):
                 await finished(client, served, job)
             assert served.runner.started[-2:] == [other, again]
 
-    run(scenario, tmp_path, concurrency=1, clock=clock, **PROXIED)
+    run(scenario, tmp_path, concurrency=1, trial_slots=0, clock=clock, **PROXIED)
 
 
 def test_a_full_queue_is_a_503_with_retry_after(tmp_path):

@@ -58,6 +58,7 @@ operations = st.lists(
         st.tuples(st.just("add"), st.integers(0, 3), st.sampled_from([1, 3, 300])),
         st.tuples(st.just("tick"), st.integers(1, 30)),
         st.tuples(st.just("take"), st.integers(0, 3)),
+        st.tuples(st.just("trial"), st.integers(0, 3)),
         st.tuples(st.just("finish"), st.integers(0, 10)),
     ),
     max_size=60,
@@ -79,21 +80,25 @@ def test_the_scheduler_agrees_with_the_model(ops, reserved):
     )
     model = Model(clock)
     running: list[Queued] = []
+    trials: set[str] = set()  # the running jobs that started in a trial slot
     added = 0
 
-    def take(free: int) -> Queued | None:
-        for job, taken in list(trials.items()):  # a trial past SHORT counts as long
-            if clock.now - taken > SHORT:
-                del trials[job]
-                long_running.add(job)
+    def take(free: int, trial: bool = False) -> Queued | None:
         order = scheduler.order()
         assert order == [job for job, _, _ in sorted(model.queued, key=order_key)]
-        allowed = (
-            [job for job in order if job in heads() and may_start(job, free)] if free > 0 else []
-        )
+        if trial:  # a newcomer's job that may not start in an ordinary slot now
+            allowed = [
+                job
+                for job in order
+                if job in heads() and new(job) and not (free > 0 and may_start(job))
+            ]
+            entry = scheduler.take_trial(free)
+        else:
+            allowed = (
+                [job for job in order if job in heads() and may_start(job)] if free > 0 else []
+            )
+            entry = scheduler.take(free)
         short = {job: is_short(job) for job in allowed}
-        tried = {job: trial(job, free) for job in allowed}
-        entry = scheduler.take(free)
         if not allowed:
             assert entry is None
             return None
@@ -106,8 +111,8 @@ def test_the_scheduler_agrees_with_the_model(ops, reserved):
         # FIFO within a client: nothing of its own came before it.
         assert all(key != entry.key for _, key, _ in model.queued[: model.queued.index(queued)])
         model.queued.remove(queued)
-        if tried[entry.job_id]:
-            trials[entry.job_id] = clock.now
+        if trial:
+            trials.add(entry.job_id)
         elif not short[entry.job_id]:
             long_running.add(entry.job_id)
         scheduler.started(entry)
@@ -143,7 +148,6 @@ def test_the_scheduler_agrees_with_the_model(ops, reserved):
     timeouts: dict[str, int] = {}
     queued_at: dict[str, float] = {}
     long_running: set[str] = set()
-    trials: dict[str, float] = {}  # a newcomer's job in a reserved slot -> when taken
 
     def is_short(job: str) -> bool:
         key = next(k for j, k, _ in model.queued if j == job)
@@ -152,19 +156,19 @@ def test_the_scheduler_agrees_with_the_model(ops, reserved):
     def open_to_all() -> bool:
         return len(long_running) < slots - reserved or not short_clients_about()
 
-    def new(key: str) -> bool:
+    def new(job: str) -> bool:
+        """Its client has no job running and none ended in the window."""
+        key = next(k for j, k, _ in model.queued if j == job)
         spans = model.spans.get(key, [])
         return not any(end is None or end > clock.now - WINDOW for _, end in spans)
 
-    def trial(job: str, free: int) -> bool:
-        """A newcomer's long job in a reserved slot: another slot stays free, one at a time."""
-        key = next(k for j, k, _ in model.queued if j == job)
-        blocked = not (is_short(job) or open_to_all())
-        return blocked and free >= 2 and not trials and new(key)
-
-    def may_start(job: str, free: int) -> bool:
+    def may_start(job: str) -> bool:
+        """In an ordinary slot."""
         waited = clock.now - queued_at[job] >= PATIENCE
-        return is_short(job) or waited or open_to_all() or trial(job, free)
+        return is_short(job) or waited or open_to_all()
+
+    def ordinary_free() -> int:
+        return slots - len(running) + len(trials)
 
     for op in ops:
         if op[0] == "add":
@@ -177,11 +181,14 @@ def test_the_scheduler_agrees_with_the_model(ops, reserved):
         elif op[0] == "tick":
             clock.now += op[1]
         elif op[0] == "take":
-            take(min(op[1], slots - len(running)))
+            take(min(op[1], ordinary_free()))
+        elif op[0] == "trial":
+            if op[1] > len(trials):  # a trial slot is free
+                take(ordinary_free(), trial=True)
         elif running:
             entry = running.pop(op[1] % len(running))
             long_running.discard(entry.job_id)
-            trials.pop(entry.job_id, None)
+            trials.discard(entry.job_id)
             scheduler.finished(entry)
             spans = model.spans[entry.key]
             index = spans.index(next(s for s in spans if s[1] is None))
@@ -196,11 +203,11 @@ def test_the_scheduler_agrees_with_the_model(ops, reserved):
     for _ in range(4 * (len(model.queued) + len(running)) + 4):
         if not model.queued:
             break
-        if take(slots - len(running)) is None:
+        if take(ordinary_free()) is None:
             if running:
                 entry = running.pop(0)
                 long_running.discard(entry.job_id)
-                trials.pop(entry.job_id, None)
+                trials.discard(entry.job_id)
                 scheduler.finished(entry)
                 spans = model.spans[entry.key]
                 index = spans.index(next(s for s in spans if s[1] is None))
