@@ -177,7 +177,7 @@ class JobService:
         self.metrics.watch(
             queue_length=lambda: len(self.queue),
             running=lambda: self.running,
-            slots=lambda: settings.concurrency + settings.trial_slots,
+            slots=lambda: settings.concurrency,
             accepting=lambda: int(self.accepting),
         )
         self._executor: ThreadPoolExecutor | None = None
