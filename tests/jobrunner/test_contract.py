@@ -777,47 +777,9 @@ def test_a_short_job_is_not_stuck_behind_other_clients_long_ones(tmp_path):
     run(scenario, tmp_path, concurrency=2, clock=clock, **PROXIED)
 
 
-def test_a_newcomers_first_job_runs_at_once_beside_the_long_ones(tmp_path):
-    """Two slots, one kept for short jobs while a client with short jobs is about; another
-    client's long job holds the other and its next one waits. A client nobody has seen sends
-    one quick job with the default time limit: it cannot be told from a long one yet, so it may
-    not take the kept slot, and it runs at once in the trial slot instead of after the long
-    ones. A second newcomer waits for the trial slot while the first holds it."""
-    clock = Clock()
-
-    async def scenario(served: Served) -> None:
-        async with httpx.AsyncClient() as client:
-            regular = await submit_as(client, served, "10.1.0.1", steps({"out": "short\n"}))
-            assert (await finished(client, served, regular))["status"] == "completed"
-            long_jobs = [
-                await submit_as(client, served, "10.2.0.1", steps({"wait": "long"}))
-                for _ in range(2)
-            ]
-            assert await wait_until_async(
-                lambda: served.service.jobs[long_jobs[0]].state == "running"
-            )
-            clock.advance(60)
-            newcomer = await submit_as(client, served, "10.3.0.1", steps({"wait": "trial"}))
-            assert await wait_until_async(lambda: served.service.jobs[newcomer].state == "running")
-            second = await submit_as(client, served, "10.4.0.1", steps())
-            status = (await client.get(f"{served.url}/status/{second}")).json()
-            assert (
-                status["status"] == "queued" and served.service.jobs[long_jobs[1]].state == "queued"
-            )
-            served.runner.open("trial")
-            assert (await finished(client, served, newcomer))["status"] == "completed"
-            assert (await finished(client, served, second))["status"] == "completed"
-            assert not any(served.service.jobs[job].finished for job in long_jobs)
-            served.runner.open("long")
-            for job in long_jobs:
-                assert (await finished(client, served, job))["status"] == "completed"
-
-    run(scenario, tmp_path, concurrency=2, clock=clock, **PROXIED)
-
-
 def test_a_client_whose_job_ran_long_waits_for_its_next_start(tmp_path):
-    """One slot (no trial slot); a client whose job held it for 100 s submits again just before
-    another client: the other client's job starts first, and the positions said so."""
+    """One slot; a client whose job held it for 100 s submits again just before another
+    client: the other client's job starts first, and the positions said so."""
     clock = Clock()
 
     async def scenario(served: Served) -> None:
@@ -841,7 +803,7 @@ def test_a_client_whose_job_ran_long_waits_for_its_next_start(tmp_path):
                 await finished(client, served, job)
             assert served.runner.started[-2:] == [other, again]
 
-    run(scenario, tmp_path, concurrency=1, trial_slots=0, clock=clock, **PROXIED)
+    run(scenario, tmp_path, concurrency=1, clock=clock, **PROXIED)
 
 
 def test_a_full_queue_is_a_503_with_retry_after(tmp_path):

@@ -58,7 +58,6 @@ operations = st.lists(
         st.tuples(st.just("add"), st.integers(0, 3), st.sampled_from([1, 3, 300])),
         st.tuples(st.just("tick"), st.integers(1, 30)),
         st.tuples(st.just("take"), st.integers(0, 3)),
-        st.tuples(st.just("trial"), st.integers(0, 3)),
         st.tuples(st.just("finish"), st.integers(0, 10)),
     ),
     max_size=60,
@@ -80,25 +79,14 @@ def test_the_scheduler_agrees_with_the_model(ops, reserved):
     )
     model = Model(clock)
     running: list[Queued] = []
-    trials: set[str] = set()  # the running jobs that started in a trial slot
     added = 0
 
-    def take(free: int, trial: bool = False) -> Queued | None:
+    def take(free: int) -> Queued | None:
         order = scheduler.order()
         assert order == [job for job, _, _ in sorted(model.queued, key=order_key)]
-        if trial:  # a newcomer's job that may not start in an ordinary slot now
-            allowed = [
-                job
-                for job in order
-                if job in heads() and new(job) and not (free > 0 and may_start(job))
-            ]
-            entry = scheduler.take_trial(free)
-        else:
-            allowed = (
-                [job for job in order if job in heads() and may_start(job)] if free > 0 else []
-            )
-            entry = scheduler.take(free)
+        allowed = [job for job in order if job in heads() and may_start(job)] if free > 0 else []
         short = {job: is_short(job) for job in allowed}
+        entry = scheduler.take(free)
         if not allowed:
             assert entry is None
             return None
@@ -111,9 +99,7 @@ def test_the_scheduler_agrees_with_the_model(ops, reserved):
         # FIFO within a client: nothing of its own came before it.
         assert all(key != entry.key for _, key, _ in model.queued[: model.queued.index(queued)])
         model.queued.remove(queued)
-        if trial:
-            trials.add(entry.job_id)
-        elif not short[entry.job_id]:
+        if not short[entry.job_id]:
             long_running.add(entry.job_id)
         scheduler.started(entry)
         model.spans.setdefault(entry.key, []).append((clock.now, None))
@@ -153,22 +139,10 @@ def test_the_scheduler_agrees_with_the_model(ops, reserved):
         key = next(k for j, k, _ in model.queued if j == job)
         return timeouts[job] <= SHORT or short_by_history(key)
 
-    def open_to_all() -> bool:
-        return len(long_running) < slots - reserved or not short_clients_about()
-
-    def new(job: str) -> bool:
-        """Its client has no job running and none ended in the window."""
-        key = next(k for j, k, _ in model.queued if j == job)
-        spans = model.spans.get(key, [])
-        return not any(end is None or end > clock.now - WINDOW for _, end in spans)
-
     def may_start(job: str) -> bool:
-        """In an ordinary slot."""
         waited = clock.now - queued_at[job] >= PATIENCE
-        return is_short(job) or waited or open_to_all()
-
-    def ordinary_free() -> int:
-        return slots - len(running) + len(trials)
+        room = len(long_running) < slots - reserved
+        return is_short(job) or waited or room or not short_clients_about()
 
     for op in ops:
         if op[0] == "add":
@@ -181,14 +155,10 @@ def test_the_scheduler_agrees_with_the_model(ops, reserved):
         elif op[0] == "tick":
             clock.now += op[1]
         elif op[0] == "take":
-            take(min(op[1], ordinary_free()))
-        elif op[0] == "trial":
-            if op[1] > len(trials):  # a trial slot is free
-                take(ordinary_free(), trial=True)
+            take(min(op[1], slots - len(running)))
         elif running:
             entry = running.pop(op[1] % len(running))
             long_running.discard(entry.job_id)
-            trials.discard(entry.job_id)
             scheduler.finished(entry)
             spans = model.spans[entry.key]
             index = spans.index(next(s for s in spans if s[1] is None))
@@ -203,11 +173,10 @@ def test_the_scheduler_agrees_with_the_model(ops, reserved):
     for _ in range(4 * (len(model.queued) + len(running)) + 4):
         if not model.queued:
             break
-        if take(ordinary_free()) is None:
+        if take(slots - len(running)) is None:
             if running:
                 entry = running.pop(0)
                 long_running.discard(entry.job_id)
-                trials.discard(entry.job_id)
                 scheduler.finished(entry)
                 spans = model.spans[entry.key]
                 index = spans.index(next(s for s in spans if s[1] is None))

@@ -122,11 +122,6 @@ def main() -> None:
     type=click.IntRange(1),
     help="Jobs queued at most; a submit beyond it is refused with 503 [1000].",
 )
-@click.option(
-    "--trial-slots",
-    type=click.IntRange(0),
-    help="Slots beyond --concurrency for the jobs of clients the queue has not seen yet [1].",
-)
 @click.option("--retention", type=float, help="Seconds a finished job is kept at most [600].")
 @click.option(
     "--delete-after-download",

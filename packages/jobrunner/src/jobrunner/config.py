@@ -51,9 +51,6 @@ class Settings(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     short_job: Annotated[float, msgspec.Meta(ge=0)] = 5.0
     reserved_slots: Annotated[int, msgspec.Meta(ge=0)] | None = None
     max_queue: Annotated[int, msgspec.Meta(ge=1)] = 1000
-    # Slots beyond `concurrency` for newcomers' jobs (scheduling.py): a client nothing of whose
-    # has ended in the window or is running starts there when the ordinary slots may not take it.
-    trial_slots: Annotated[int, msgspec.Meta(ge=0)] = 1
     # Per job.
     max_timeout: int = 300
     max_memory_mb: int = 512

@@ -16,17 +16,10 @@ at most `slots - reserved` of them. A job is short if its manifest's timeout is 
 `short_job` seconds (it cannot hold the slot longer), or if its client's jobs in the window held
 a slot `short_job` seconds or less on average (a client none of whose jobs has ended in the window
 has shown nothing yet and is not short by history: a newcomer's first job runs beside the long
-ones, or in a trial slot). "About" means some client in the ledger is short by history; with
-none, every slot goes to whoever is first in the order. A job that has waited `patience` seconds
-(the server's longest time limit) may take any free slot: busy short clients can delay a long
-job, never starve it.
-
-A newcomer cannot be told from a sleeper until one of its jobs ends, so the reserve keeps its
-first job out of the kept slots. The trial slots (beyond `slots`: the service runs that many more
-jobs at once) are for newcomers, clients none of whose jobs ended in the window or is running:
-the first of their jobs in the order that may not start in an ordinary slot now starts in one.
-So a newcomer with one short job is not kept behind the long ones, and a newcomer that turns out
-long holds a trial slot, not one of the regular clients' (its next job is no longer a newcomer's).
+ones, and is first among them in the order, having held nothing). "About" means some client in
+the ledger is short by history; with none, every slot goes to whoever is first in the order. A
+job that has waited `patience` seconds (the server's longest time limit) may take any free slot:
+busy short clients can delay a long job, never starve it.
 
 `order()` is the start order if nothing changed from now on (no time passing, no job ending):
 the queued jobs by their client's slot time as of now, then by arrival. A job's position is the
@@ -65,10 +58,6 @@ class _Client:
 
     def idle(self) -> bool:
         return not (self.queue or self.held or self.running)
-
-    def new(self) -> bool:
-        """None of its jobs has ended in the window or is running: it has shown nothing yet."""
-        return not (self.held or self.running)
 
 
 class Scheduler:
@@ -129,42 +118,19 @@ class Scheduler:
         if free <= 0:
             return None
         now = self.clock()
-        open_to_all = self._open_to_all(now)
+        room_for_long = len(self._long) < self.slots - self.reserved
+        open_to_all = room_for_long or not self._short_clients_about(now)
         for _, _, key in self._ranked(now):
             client = self._clients[key]
             head = client.queue[0]
             short = head.short or self._short_by_history(client, now)
             if short or open_to_all or now - head.since >= self.patience:
+                client.queue.popleft()
+                self._queued -= 1
                 if not short:
                     self._long.add(head.job_id)
-                return self._pop(client)
+                return head
         return None
-
-    def take_trial(self, free: int) -> Queued | None:
-        """The job to start in the trial slot, taken off the queue: the first in the order whose
-        client is new (none of its jobs ended in the window or running) and that may not start
-        in one of the `free` ordinary slots now; None if there is none."""
-        now = self.clock()
-        open_to_all = self._open_to_all(now)
-        for _, _, key in self._ranked(now):
-            client = self._clients[key]
-            if not client.new():
-                continue
-            head = client.queue[0]
-            if free > 0 and (head.short or open_to_all or now - head.since >= self.patience):
-                continue  # an ordinary slot takes it
-            return self._pop(client)
-        return None
-
-    def _pop(self, client: _Client) -> Queued:
-        self._queued -= 1
-        return client.queue.popleft()
-
-    def _open_to_all(self, now: float) -> bool:
-        """Any job may take an ordinary slot: the long ones have room, or no short client is
-        about to keep the slots for."""
-        room_for_long = len(self._long) < self.slots - self.reserved
-        return room_for_long or not self._short_clients_about(now)
 
     def remove(self, job_id: str) -> None:
         """Take a queued job off the queue (cancelled); ValueError if it is not queued."""

@@ -39,8 +39,7 @@ def run_server(config_file: Path | None = None, **overrides: Any) -> None:
             print(f"WARNING: {warning}", file=sys.stderr, flush=True)
     else:
         try:
-            slots = settings.concurrency + settings.trial_slots
-            runner = Sandbox.find(settings.state, slots, settings.jail_uid_base)
+            runner = Sandbox.find(settings.state, settings.concurrency, settings.jail_uid_base)
         except SandboxUnavailable as error:
             raise RuntimeError(
                 f"no working sandbox: {error}. Refusing to start; --unsafe-no-sandbox runs jobs "

@@ -150,8 +150,7 @@ class JobService:
             clock=clock,
         )
         self._queue_changed = asyncio.Condition()
-        self.running = 0  # jobs running, in trial slots too
-        self.trying = 0  # jobs running in trial slots
+        self.running = 0
         self.accepting = True
         self.limiter = RateLimiter(
             Limits(
@@ -188,15 +187,14 @@ class JobService:
         # Every running job keeps a thread busy (waiting for its sandbox); the default pool is
         # sized from the CPU count, so with more slots than that /submit would wait for a job to
         # end. One thread per slot plus spares keeps blocking work from ever queueing behind jobs.
-        slots = self.settings.concurrency + self.settings.trial_slots
-        self._executor = ThreadPoolExecutor(slots + SPARE_THREADS, thread_name_prefix="jobrunner")
+        self._executor = ThreadPoolExecutor(
+            self.settings.concurrency + SPARE_THREADS, thread_name_prefix="jobrunner"
+        )
         asyncio.get_running_loop().set_default_executor(self._executor)
         await asyncio.to_thread(self._prepare_state)
         self._tasks = [
-            asyncio.create_task(
-                self._worker(trial=n >= self.settings.concurrency), name=f"slot-{n}"
-            )
-            for n in range(slots)
+            asyncio.create_task(self._worker(), name=f"worker-{n}")
+            for n in range(self.settings.concurrency)
         ]
         self._tasks.append(asyncio.create_task(self._reaper(), name="reaper"))
 
@@ -374,10 +372,9 @@ class JobService:
 
     # --- running ---------------------------------------------------------------------------------
 
-    async def _worker(self, trial: bool) -> None:
-        """One slot: an ordinary one, or a trial slot for newcomers (scheduling.py)."""
+    async def _worker(self) -> None:
         while True:
-            entry = await self._next(trial)
+            entry = await self._next()
             job = self.jobs.get(entry.job_id)
             if job is None or job.finished:  # cancelled meanwhile
                 continue
@@ -386,13 +383,11 @@ class JobService:
                     self._wait_for_environment(job, entry)  # the slot goes to the next job
                     continue
                 self.running += 1
-                self.trying += trial
                 self.queue.started(entry)
                 try:
                     await self._run(job)
                 finally:
                     self.running -= 1
-                    self.trying -= trial
                     self.queue.finished(entry)
                     async with self._queue_changed:
                         # For the other workers (a slot is free) and drain() (a job ended).
@@ -404,18 +399,15 @@ class JobService:
                 log.exception("job %s: the runner loop failed", job.id)
                 self._fail_after_crash(job)
 
-    async def _next(self, trial: bool) -> Queued:
+    async def _next(self) -> Queued:
         """The next job to start in this worker's slot, by the scheduler's choice. None may start
         (only long jobs queued, and the long jobs' slots taken): look again when something
         changes, or after a second (clients turn short or long, and jobs wait long enough, as
         time passes)."""
-        take = self.queue.take_trial if trial else self.queue.take
         async with self._queue_changed:
-            while (entry := take(self.settings.concurrency - self.running + self.trying)) is None:
+            while (entry := self.queue.take(self.settings.concurrency - self.running)) is None:
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self._queue_changed.wait(), 1.0 if self.queue else None)
-            # The other slots look again: what they may take has changed with this one.
-            self._queue_changed.notify_all()
             return entry
 
     def _wait_for_environment(self, job: Job, entry: Queued) -> None:
