@@ -220,7 +220,8 @@ class Cgroups:
         return [mount / self.parent for mount in self.mounts.values()]
 
     def ensure_parents(self) -> None:
-        """Create our parent cgroups (they may vanish while we run, so before every job too)."""
+        """Create our parent cgroups (at start; they may vanish while we run: `create` makes
+        them again when it finds them gone)."""
         if self.version == 2:
             root = self.mounts["unified"]
             (root / self.parent).mkdir(parents=True, exist_ok=True)
@@ -245,10 +246,34 @@ class Cgroups:
     def remove(self, job_id: str) -> None:
         """Kill what is in the job's cgroups and remove them, whichever exist: a job whose setup
         failed may have some of them, or none."""
-        _kill_and_remove([directory / job_id for directory in self._instance_dirs()], self.version)
+        directories = [directory / job_id for directory in self._instance_dirs()]
+        if self.version == 2:
+            with contextlib.suppress(OSError):  # only if empty, as below
+                (directories[0] / "supervisor").rmdir()
+        # The usual end of a job: nsjail has ended, its jail with it, and it has removed the
+        # cgroups it made. The kernel removes a cgroup only if it holds no process and no child
+        # cgroup, so this removes the empty ones and nothing else; whatever is left is killed and
+        # searched for children. (Searching always took 1.5 ms of every job's teardown.)
+        left = []
+        for directory in directories:
+            try:
+                directory.rmdir()
+            except FileNotFoundError:
+                continue
+            except OSError:
+                left.append(directory)
+        if left:
+            _kill_and_remove(left, self.version)
 
     def create(self, job_id: str, memory_bytes: int) -> JobCgroup:
-        self.ensure_parents()
+        try:
+            return self._create(job_id, memory_bytes)
+        except FileNotFoundError:  # our parents were removed while we ran
+            self.remove(job_id)  # what `_create` made before it failed
+            self.ensure_parents()
+            return self._create(job_id, memory_bytes)
+
+    def _create(self, job_id: str, memory_bytes: int) -> JobCgroup:
         if self.version == 2:
             directory = self.mounts["unified"] / self.parent / job_id
             directory.mkdir()
