@@ -58,11 +58,27 @@ def _process_cpu_times(pids: Iterator[int]) -> tuple[float, float]:
     return user / _CLOCK_TICKS, system / _CLOCK_TICKS
 
 
+def _cgroups_below(directory: Path) -> Iterator[Path]:
+    """`directory` and every cgroup below it, parents first (none if it is gone). A cgroup's
+    directory holds dozens of control files and few children: only the directories are followed
+    (`rglob` matched a pattern against every file, twice a sample of every running job)."""
+    pending = [directory]
+    while pending:
+        here = pending.pop()
+        try:
+            with os.scandir(here) as entries:
+                children = [Path(e.path) for e in entries if e.is_dir(follow_symlinks=False)]
+        except OSError:  # gone meanwhile (or never there)
+            continue
+        yield here
+        pending += children
+
+
 def _pids_below(directories: list[Path]) -> Iterator[int]:
     for directory in directories:
-        for procs in directory.rglob("cgroup.procs"):
+        for cgroup in _cgroups_below(directory):
             try:
-                yield from (int(pid) for pid in procs.read_text().split())
+                yield from (int(pid) for pid in (cgroup / "cgroup.procs").read_text().split())
             except OSError:
                 continue
 
@@ -141,9 +157,9 @@ class JobCgroup:
         kernel counts it in the cgroup that has the limit: nsjail's child of the job's)."""
         pids_dir = self.memory_dir if self.version == 2 else self.dirs[CONTROLLERS.index("pids")]
         total = 0
-        for events in pids_dir.rglob("pids.events"):
+        for cgroup in _cgroups_below(pids_dir):
             with contextlib.suppress(OSError, ValueError):
-                for line in events.read_text().splitlines():
+                for line in (cgroup / "pids.events").read_text().splitlines():
                     key, _, value = line.partition(" ")
                     total += int(value) if key == "max" else 0
         return total
