@@ -17,6 +17,7 @@ from pathlib import Path
 
 import httpx
 
+from jobrunner.client import Client
 from run import Row
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -132,20 +133,16 @@ class Floor:
         shutil.rmtree(self.state, ignore_errors=True)
 
 
-def _submit_and_wait(client: httpx.Client) -> float:
-    """Submit-to-completed as `jobrunner run` sees it: the submit, then one long poll
-    (`GET /status/ID?wait=60`, what `Client.wait` sends) that the server answers when the job
+async def _submit_and_wait(client: Client) -> float:
+    """Submit-to-completed as `jobrunner run` sees it, through its own client: the submit, then
+    `Client.wait`'s long poll (`GET /status/ID?wait=60`), which the server answers when the job
     has finished."""
     start = time.perf_counter()
-    response = client.post(
-        "/submit",
-        data={"manifest": '{"entrypoint": "main.py"}'},
-        files={"files": ("job.tar.gz", tarball(HELLO))},
-    )
-    assert response.status_code == 200, response.text
-    record = client.get(f"/status/{response.json()['job_id']}", params={"wait": "60"}).json()
-    assert record["status"] == "completed", record
-    return (time.perf_counter() - start) * 1000
+    job = await client.submit(entrypoint="main.py", tarball=tarball(HELLO))
+    record = await client.wait(job.job_id)
+    elapsed = (time.perf_counter() - start) * 1000
+    assert record.status == "completed", record
+    return elapsed
 
 
 async def _submit_and_wait_async(client: httpx.AsyncClient, headers: dict[str, str]) -> None:
@@ -167,15 +164,21 @@ def latency(rounds: int = 40) -> list[Row]:
     round, so that both see the same load of a shared machine."""
     floor = Floor()
     server = Server("--rate-per-hour", "100000", "--rate-cpu-seconds", "100000")
-    bare, jailed, served = [], [], []
-    try:
-        with httpx.Client(base_url=server.url, timeout=90) as client:
+    bare: list[float] = []
+    jailed: list[float] = []
+    served: list[float] = []
+
+    async def measure() -> None:
+        async with Client(server.url) as client:
             for _ in range(3):  # warm: the first runs fill caches
-                floor.bare_ms(), floor.jailed_ms(), _submit_and_wait(client)
+                floor.bare_ms(), floor.jailed_ms(), await _submit_and_wait(client)
             for _ in range(rounds):
                 bare.append(floor.bare_ms())
                 jailed.append(floor.jailed_ms())
-                served.append(_submit_and_wait(client))
+                served.append(await _submit_and_wait(client))
+
+    try:
+        asyncio.run(measure())
     finally:
         server.close()
         floor.close()
