@@ -13,6 +13,7 @@ and whatever survives a server crash is found by the next start, see `cgroups.Cg
 import asyncio
 import contextlib
 import fcntl
+import functools
 import logging
 import os
 import re
@@ -402,7 +403,10 @@ async def _in_thread_to_the_end(function: Callable[P, T], *args: P.args, **kwarg
     """`function` in a thread, awaited to its end even if this task is cancelled meanwhile (the
     cancellation is raised after it): a thread cannot be stopped, and what it makes (a mount,
     cgroups) must exist before the cleanup that follows can undo it."""
-    future = asyncio.ensure_future(asyncio.to_thread(function, *args, **kwargs))
+    # Handed to the executor at once (`to_thread` would first need a task and a turn of the loop).
+    future = asyncio.get_running_loop().run_in_executor(
+        None, functools.partial(function, *args, **kwargs)
+    )
     cancelled = False
     while not future.done():
         try:
