@@ -7,13 +7,14 @@ import asyncio
 import io
 import os
 import shutil
-import statistics
 import subprocess
 import sys
 import tarfile
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
+from statistics import median
 
 import httpx
 
@@ -159,7 +160,7 @@ async def _submit_and_wait_async(client: httpx.AsyncClient, headers: dict[str, s
     assert answer.json()["status"] == "completed", answer.text
 
 
-def latency(rounds: int = 40) -> list[Row]:
+def latency(rounds: int = 60) -> list[Row]:
     """Hello world on an idle server against its floor (`Floor`), sampled in turn, round by
     round, so that both see the same load of a shared machine."""
     floor = Floor()
@@ -182,23 +183,34 @@ def latency(rounds: int = 40) -> list[Row]:
     finally:
         server.close()
         floor.close()
-    floor_ms, served_ms = statistics.median(jailed), statistics.median(served)
+    rounds_of = list(zip(bare, jailed, served, strict=True))
+
+    def median_of(value: Callable[[float, float, float], float]) -> float:
+        return median(value(*each) for each in rounds_of)
+
+    # The differences and the ratio are taken round by round (each round's three runs follow one
+    # another, so they see the same load) and their median is printed: on a shared machine the
+    # load moves within a run, and a ratio of two medians then mixes samples of different loads.
     return [
+        Row("bare interpreter start, hello world `python main.py` (median)", median(bare), "ms"),
+        Row("floor: the same job's jail run directly, no server (median)", median(jailed), "ms"),
         Row(
-            "bare interpreter start, hello world `python main.py` (median)",
-            statistics.median(bare),
-            "ms",
-        ),
-        Row("floor: the same job's jail run directly, no server (median)", floor_ms, "ms"),
-        Row(
-            "sandbox overhead: floor minus bare interpreter (median)",
-            floor_ms - statistics.median(bare),
+            "sandbox overhead: floor minus bare interpreter (median of rounds)",
+            median_of(lambda bare, jailed, _: jailed - bare),
             "ms",
             20,
         ),
-        Row("submit-to-completed, hello world, idle server (median)", served_ms, "ms", 150),
+        Row("submit-to-completed, hello world, idle server (median)", median(served), "ms", 150),
         Row(
-            "submit-to-completed over the floor (ratio of medians)", served_ms / floor_ms, "x", 1.25
+            "  server overhead: submit-to-completed minus floor (median of rounds)",
+            median_of(lambda _, jailed, served: served - jailed),
+            "ms",
+        ),
+        Row(
+            "submit-to-completed over the floor (median of rounds)",
+            median_of(lambda _, jailed, served: served / jailed),
+            "x",
+            1.25,
         ),
     ]
 
