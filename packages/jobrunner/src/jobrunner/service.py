@@ -283,7 +283,11 @@ class JobService:
             self._queue_changed.notify()
         self.metrics.accepted.inc()
         log.info("job %s accepted", job.id, extra=self._facts(job, event="job.accepted"))
-        return SubmitResult(job.id, "queued", len(self.queue), job.job_hash)
+        result = SubmitResult(job.id, "queued", len(self.queue), job.job_hash)
+        # A free slot's worker takes the job now, before this answer is written: its jail is
+        # set up (in a thread) while the answer goes out, not after.
+        await asyncio.sleep(0)
+        return result
 
     async def _accept(
         self,
