@@ -1,9 +1,11 @@
-"""jobrunner: sandbox overhead, latency, throughput, event-loop responsiveness and memory.
+"""jobrunner: the floor of a job and the server's latency over it, throughput, event-loop
+responsiveness and memory.
 
 Every server here is started by the benchmark on 127.0.0.1; request counts are bounded.
 """
 
 import asyncio
+import hashlib
 import io
 import os
 import shutil
@@ -103,13 +105,13 @@ class Floor:
             environment=self.environment,
             argv=["/venv/bin/python", "main.py"],
             env={},
-            timeout=60,
+            timeout=300,
             memory_bytes=512 * 2**20,
-            cpu_seconds=60,
+            cpu_seconds=300,
             storage_bytes=100 * 1_000_000,
             storage_inodes=10_000 + 1000,
-            output_patterns=[],
-            inputs={},
+            output_patterns=["**"],
+            inputs={"main.py": hashlib.sha256(HELLO).hexdigest()},
             max_outputs=1000,
         )
         sandbox = self.sandbox
