@@ -1,6 +1,7 @@
 """Output patterns (path handling) and the output-count limit."""
 
 import functools
+import hashlib
 import os
 import re
 import time
@@ -171,6 +172,21 @@ def test_copy_out_keeps_the_matching_files_in_path_order(tmp_path_factory, tree,
     collected = collect(work, outputs, pattern_list, {}, 100, 10**6)
     wanted = sorted(path for path in files if any(reference(p, path) for p in pattern_list))
     assert [out.path for out in collected.outputs] == wanted
+
+
+def test_an_unchanged_input_larger_than_the_room_left_is_no_output_and_no_problem(tmp_path):
+    # "a.bin" (new) is copied out first and leaves 400 of the 1000 bytes; "z.dat" is an input the
+    # job left as it was: it is no output, whatever its size, so it needs no room and is not
+    # reported as a file left out (which failed the job `output_limit`).
+    work, outputs = tmp_path / "work", tmp_path / "outputs"
+    work.mkdir(), outputs.mkdir()
+    (work / "a.bin").write_bytes(b"a" * 600)
+    (work / "z.dat").write_bytes(b"z" * 500)
+    inputs = {"z.dat": hashlib.sha256(b"z" * 500).hexdigest()}
+    collected = collect(work, outputs, ["**"], inputs, 100, 1000)
+    assert [(out.path, out.problem) for out in collected.outputs] == [("a.bin", None)]
+    assert collected.left_out == 0 and not collected.too_many
+    assert sorted(path.name for path in outputs.iterdir()) == ["a.bin"]
 
 
 def deep_tree(root: Path, levels: int, subdirs: int) -> None:

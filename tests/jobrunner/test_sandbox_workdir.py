@@ -6,6 +6,7 @@ import errno
 import hashlib
 import io
 import os
+import subprocess
 import tarfile
 import threading
 from pathlib import Path
@@ -302,3 +303,23 @@ def test_outputs_within_the_limit_are_all_kept(small_server):
     record = run_job(small_server.url, code)
     assert record["status"] == "completed", log_of(small_server.url, record["job_id"])
     assert sorted(record["output_files"]) == ["out0.txt", "out1.txt", "out2.txt"]
+
+
+def test_removing_a_job_cgroup_that_still_holds_a_process_kills_it_and_removes_it(sandbox):
+    # A job's cgroups are removed with one rmdir each when nsjail has emptied them (the usual
+    # end). One that still holds a process is refused by the kernel: it must then be killed and
+    # removed, children and all, as before.
+    cgroups = sandbox.cgroups
+    job_cgroup = cgroups.create("still-busy", 64 * 2**20)
+    child = job_cgroup.dirs[-1] / "child"  # a cgroup below the job's, as nsjail makes
+    child.mkdir()
+    sleeper = subprocess.Popen(["sleep", "300"])
+    try:
+        for procs in job_cgroup.procs_files:
+            procs.write_text(str(sleeper.pid))
+        cgroups.remove("still-busy")
+        assert sleeper.wait(timeout=60) == -9  # a deadline, not a timing: it is dead at once
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+    assert not [m for m in cgroups.mounts.values() if (m / cgroups.parent / "still-busy").exists()]

@@ -297,7 +297,11 @@ class JobService:
             self._queue_changed.notify_all()  # a worker may start it now, or none may yet
         self.metrics.accepted.inc()
         log.info("job %s accepted", job.id, extra=self._facts(job, event="job.accepted"))
-        return SubmitResult(job.id, "queued", self._position(job) or 0, job.job_hash)
+        result = SubmitResult(job.id, "queued", self._position(job) or 0, job.job_hash)
+        # A free slot's worker takes the job now, before this answer is written: its jail is
+        # set up (in a thread) while the answer goes out, not after.
+        await asyncio.sleep(0)
+        return result
 
     async def _accept(
         self,

@@ -48,6 +48,11 @@ class Layout:
         return self.root / "proc"
 
     @property
+    def proc_shared(self) -> Path:
+        """The files that cover the host's /proc files alike for every job (written at start)."""
+        return self.root / "proc-shared"
+
+    @property
     def ids(self) -> Path:
         """The host-wide locks of the job uids (one file per id), shared by every instance."""
         return self.root.parent / "ids"

@@ -389,9 +389,12 @@ def collect(
     room = max_bytes
     left_out = 0
     for path in _walk(work, wanted, problem):
+        # An input the job left as it was is no output (so not one too many either): hashed
+        # where it is, not copied out first and deleted after (which took ~1 ms of every job
+        # whose outputs are `**`, the default, for its main.py alone).
+        if path in inputs and _digest(work / path) == inputs[path]:
+            continue
         if len(kept) == max_files:
-            if path in inputs and _digest(work / path) == inputs[path]:
-                continue  # an input the job left as it was: no output, so not one too many
             return Collected(kept + problems, True, left_out, unlisted)
         try:
             copied = _copy_out(work / path, outputs / path, room)
@@ -404,9 +407,6 @@ def collect(
             problem(path, f"not copied out ({_reason(error)})")
             continue
         if copied is None:
-            continue
-        if inputs.get(path) == copied.sha256:  # an input the job left as it was
-            (outputs / path).unlink()
             continue
         room -= copied.size
         kept.append(Output(path, copied.size, copied.sha256))
