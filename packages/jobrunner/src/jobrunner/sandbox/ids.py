@@ -71,15 +71,16 @@ class JobIds:
         self._locks = locks  # held open for the server's lifetime
 
     @classmethod
-    def claim(cls, directory: Path, base: int, count: int) -> "JobIds":
-        """Lock `count` free ids of [base, base + RANGE_SIZE), the lowest first."""
+    def claim(cls, directory: Path, base: int, count: int, size: int = RANGE_SIZE) -> "JobIds":
+        """Lock `count` free ids of [base, base + size), the lowest first (rootless, `size` is
+        how many ids the server's user namespace maps, see privilege.py)."""
         if not 0 < base <= 2**31 - RANGE_SIZE:
             raise NoFreeIds(f"the job uid base {base} must be between 1 and {2**31 - RANGE_SIZE}")
         directory.mkdir(mode=0o700, exist_ok=True)
         delegated = _delegated(Path("/etc/subuid")) + _delegated(Path("/etc/subgid"))
         ids: list[int] = []
         locks: list[int] = []
-        for uid in range(base, base + RANGE_SIZE):
+        for uid in range(base, base + size):
             if len(ids) == count:
                 break
             if _taken(uid, delegated):
@@ -97,7 +98,7 @@ class JobIds:
                 os.close(fd)
             raise NoFreeIds(
                 f"only {len(ids)} of the {count} job uids needed are free in "
-                f"{base}-{base + RANGE_SIZE - 1} (other servers on this host hold them, or the "
+                f"{base}-{base + size - 1} (other servers on this host hold them, or the "
                 "user database or /etc/subuid uses them): set jail_uid_base"
             )
         return cls(ids, locks)

