@@ -50,6 +50,10 @@ if [ "${1:-}" = "--inside" ]; then
         --shell /usr/sbin/nologin jobrunner-rootless
     usermod --add-subuids 300000-365535 --add-subgids 300000-365535 jobrunner-rootless
     export JOBRUNNER_ROOTLESS_USER=jobrunner-rootless
+    # That user runs the worktree's .venv, whose interpreter may live below a 0700 home (pyenv's
+    # in /root): let it pass through (in the VM's overlay only).
+    dir="$(dirname "$(readlink -f "$repo/.venv/bin/python3")")"
+    while [ "$dir" != / ]; do chmod o+x "$dir"; dir="$(dirname "$dir")"; done
     cd "$repo"
     [ -z "${CGROUP2_VM_TESTS:-}" ] || IFS=, read -r -a TESTS <<<"$CGROUP2_VM_TESTS"
     set +e

@@ -27,7 +27,7 @@ from support.servers import ServerProcess, wait_until
 pytestmark = pytest.mark.rootless
 USER = os.environ.get("JOBRUNNER_ROOTLESS_USER", "")
 UNIFIED = Path("/sys/fs/cgroup")
-DELEGATED = UNIFIED / "jobrunner-rootless-test"  # one child per server: s0, s1, ...
+DELEGATED = UNIFIED / "jobrunner-rootless-test"  # one child per server start
 START_TIMEOUT = float(os.environ.get("JOBRUNNER_TEST_START_TIMEOUT", "30"))
 # argv: sh -c ENTER CGROUP setpriv ... jobrunner serve ...: into the cgroup (as root, as systemd
 # puts a service's process), then the unprivileged user for good.
@@ -90,10 +90,13 @@ def start_rootless(state_dir) -> Iterator:
     require((UNIFIED / "cgroup.controllers").exists(), "the unified cgroup v2 hierarchy")
     entry = pwd.getpwnam(USER)
     started: list[Rootless] = []
+    cgroups: list[Path] = []  # removed at the end, whether their server started or not
 
     def start(*args: str, delegate: bool = True, wait: bool = True) -> Rootless:
-        number = len(started)
-        cgroup, state = DELEGATED / f"s{number}", state_dir / f"rootless{number}"
+        number = len(cgroups)
+        cgroup = DELEGATED / f"{state_dir.name}-{number}"  # a fresh one per start, as systemd's
+        state = state_dir / f"rootless{number}"
+        cgroups.append(cgroup)
         if delegate:
             _delegate(cgroup, entry.pw_uid, entry.pw_gid)
         else:  # a cgroup the user was not given
@@ -122,7 +125,8 @@ def start_rootless(state_dir) -> Iterator:
     for rootless in started:
         if rootless.server is not None:
             rootless.server.stop()
-        _remove(rootless.cgroup)
+    for cgroup in cgroups:
+        _remove(cgroup)
 
 
 @pytest.fixture

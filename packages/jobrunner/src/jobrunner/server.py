@@ -1,7 +1,6 @@
 """Assembling a running server from settings: key, sandbox, service, app and listener."""
 
 import logging
-import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -40,7 +39,7 @@ def run_server(config_file: Path | None = None, **overrides: Any) -> None:
             print(f"WARNING: {warning}", file=sys.stderr, flush=True)
     else:
         try:
-            if os.geteuid() != 0:  # rootless: first into a user namespace of its own
+            if privilege.needs_own_namespace():  # rootless: first into a namespace of its own
                 privilege.enter_user_namespace()  # re-executes this process there
             runner = Sandbox.find(settings.state, settings.concurrency, settings.jail_uid_base)
         except (SandboxUnavailable, privilege.RootlessUnavailable) as error:

@@ -9,8 +9,11 @@ namespace of its own (and a mount namespace that namespace owns) where:
   only way an unprivileged user maps more than its own id). Each job slot gets one of them, so on
   the host a job is never the server's user and cannot read its files (state dir, worker.key).
 Without a subordinate range every job would have to be the server's own uid: the server refuses
-to start instead. A container whose root is mapped the same way (rootless podman) is the same
-mode, whoever set the namespace up.
+to start instead.
+
+A container's root (podman --userns=auto, rootless podman) is root of a user namespace already,
+but without CAP_SYS_ADMIN (runtimes drop it), so it could not mount the work dirs: it enters a
+namespace of its own the same way (the image's /etc/subuid gives root the container's ids 1..N).
 """
 
 import os
@@ -89,6 +92,20 @@ def user_namespace() -> Namespace | None:
 
 def host_root() -> bool:
     return os.geteuid() == 0 and user_namespace() is None
+
+
+def _has_sys_admin() -> bool:
+    """Whether CAP_SYS_ADMIN (21) is effective (in this process's own user namespace)."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("CapEff:"):
+            return bool(int(line.split()[1], 16) >> 21 & 1)
+    return False
+
+
+def needs_own_namespace() -> bool:
+    """Whether the sandbox must first enter a user namespace of its own: unprivileged, or root
+    of a namespace without CAP_SYS_ADMIN in it (a container's). Once entered, it has it."""
+    return os.geteuid() != 0 or not _has_sys_admin()
 
 
 def subordinate(path: Path, user: str, uid: int) -> tuple[int, int] | None:
