@@ -41,6 +41,7 @@ test-cgroup2: dev
 # deploy/Containerfile built and run with Debian's podman, one job through it (root, a cgroup v2
 # host; not in `test`). CONTAINER_BASE names the base image (default Debian's from docker.io).
 test-container: dist
+	@bash ci/system-packages.sh ci/vm-packages.txt
 	@bash ci/system-packages.sh ci/container-packages.txt
 	bash ci/container-test.sh
 

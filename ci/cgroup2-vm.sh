@@ -15,7 +15,8 @@
 #
 # Exit status: pytest's inside the VM (0: every test passed), or 2 when the VM did not report.
 # CGROUP2_VM_TESTS=id,id,... runs those pytest ids instead of the set below (the kernel command line
-# carries it into the VM, so no spaces).
+# carries it into the VM, so no spaces); CGROUP2_VM_TESTS=container runs ci/container-test.sh
+# there instead (`make test-container` on a cgroup v1 host).
 set -euo pipefail
 
 TESTS=(
@@ -55,10 +56,22 @@ if [ "${1:-}" = "--inside" ]; then
     dir="$(dirname "$(readlink -f "$repo/.venv/bin/python3")")"
     while [ "$dir" != / ]; do chmod o+x "$dir"; dir="$(dirname "$dir")"; done
     cd "$repo"
-    [ -z "${CGROUP2_VM_TESTS:-}" ] || IFS=, read -r -a TESTS <<<"$CGROUP2_VM_TESTS"
     set +e
-    CI=true JOBRUNNER_TEST_START_TIMEOUT=300 .venv/bin/python -m pytest -p no:cacheprovider -q -rA "${TESTS[@]}" 2>&1
-    code=$?
+    if [ "${CGROUP2_VM_TESTS:-}" = container ]; then
+        # `make test-container` on a cgroup v1 host: podman here, its storage in RAM (an
+        # overlayfs cannot be the upper layer of another), no systemd, no netfilter modules.
+        mkdir -p /var/lib/containers /etc/containers
+        mount -t tmpfs tmpfs /var/lib/containers
+        printf '[engine]\ncgroup_manager = "cgroupfs"\nevents_logger = "file"\n' \
+            >/etc/containers/containers.conf
+        echo "containers:2147483647:2147483648" | tee -a /etc/subuid >>/etc/subgid
+        CONTAINER_NETWORK=host bash ci/container-test.sh --inside-vm 2>&1
+        code=$?
+    else
+        [ -z "${CGROUP2_VM_TESTS:-}" ] || IFS=, read -r -a TESTS <<<"$CGROUP2_VM_TESTS"
+        CI=true JOBRUNNER_TEST_START_TIMEOUT=300 .venv/bin/python -m pytest -p no:cacheprovider -q -rA "${TESTS[@]}" 2>&1
+        code=$?
+    fi
     set -e
     echo "CGROUP2-VM-RESULT $code"
     sync
