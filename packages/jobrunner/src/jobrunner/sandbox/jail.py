@@ -140,11 +140,12 @@ class Sandbox:
             raise SandboxUnavailable("setpriv (util-linux) is missing")
         layout = Layout.for_state(state)
         namespace = privilege.user_namespace()
+        subordinate: tuple[Path, ...]
         if namespace is None:
             cgroups = Cgroups.detect(layout.instance)
             if cgroups is None:
                 raise SandboxUnavailable("no usable cgroup v1 (memory, pids, cpu) or v2 hierarchy")
-            first, size = uid_base, ids.RANGE_SIZE
+            first, size, subordinate = uid_base, ids.RANGE_SIZE, ids.SUBORDINATE
             mode = f"sandbox: root; cgroup v{cgroups.version}; job uids from {uid_base}"
         else:
             try:
@@ -152,6 +153,7 @@ class Sandbox:
             except CgroupsUnavailable as error:
                 raise SandboxUnavailable(str(error)) from None
             first, size = namespace.job_range()
+            subordinate = ()  # those files name host ids, not this namespace's
             if closed := _not_traversable(state.resolve().parent):
                 raise SandboxUnavailable(
                     f"rootless: the jobs' ids cannot traverse {closed} (mode "
@@ -173,7 +175,7 @@ class Sandbox:
         for directory in layout.proc.iterdir():  # plain files: nothing is mounted there
             shutil.rmtree(directory, ignore_errors=True)
         try:
-            job_ids = JobIds.claim(layout.ids, first, concurrency, size)
+            job_ids = JobIds.claim(layout.ids, first, concurrency, size, subordinate)
         except ids.NoFreeIds as error:
             raise SandboxUnavailable(str(error)) from None
         cgroups.ensure_parents()
