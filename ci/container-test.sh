@@ -31,7 +31,8 @@ if [ ! -e /sys/fs/cgroup/cgroup.controllers ] && [ "${1:-}" != --inside-vm ]; th
         debootstrap --variant=minbase --include=python3,python3-venv,uidmap bookworm "$rootfs" \
             http://deb.debian.org/debian >/dev/null
     fi
-    mkdir -p "$repo/.cache/container-wheels"  # the VM has no network: their dependencies, here
+    rm -rf "$repo/.cache/container-wheels"  # the VM has no network: their dependencies, here
+    mkdir -p "$repo/.cache/container-wheels"
     "$repo/.venv/bin/python" -m pip wheel -q --disable-pip-version-check \
         --wheel-dir "$repo/.cache/container-wheels" "$repo"/dist/servekit-*.whl "$repo"/dist/jobrunner-*.whl
     CGROUP2_VM_TESTS=container exec bash "$repo/ci/cgroup2-vm.sh"
@@ -54,13 +55,13 @@ fi
 rm -rf "$context"
 mkdir -p "$context/wheels"
 cp "$repo/deploy/Containerfile" "$context/"
-cp "$repo"/dist/*.whl "$context/wheels/"
 if [ "${1:-}" != --inside-vm ]; then
     "$repo/.venv/bin/python" -m pip wheel -q --disable-pip-version-check \
         --wheel-dir "$context/wheels" "$repo"/dist/servekit-*.whl "$repo"/dist/jobrunner-*.whl
 else  # the VM has no network: the host fetched them (above)
     cp "$repo"/.cache/container-wheels/*.whl "$context/wheels/"
 fi
+cp "$repo"/dist/*.whl "$context/wheels/"  # last: this checkout's own, whatever was there
 podman build -q "${build_net[@]}" --build-arg "BASE=$base" -t "$image" -f "$context/Containerfile" \
     "$context"
 
