@@ -8,7 +8,7 @@ DIST   ?= dist
 
 EXT_STAMP := extension/node_modules/.installed
 
-.PHONY: dev test lint format demo bench bench-hostile dist system clean test-cgroup2 extension
+.PHONY: dev test lint format demo bench bench-hostile dist system clean test-cgroup2 test-container extension
 
 $(STAMP): pyproject.toml $(foreach p,$(PACKAGES),packages/$(p)/pyproject.toml)
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -37,6 +37,13 @@ test: dev system $(EXT_STAMP)
 test-cgroup2: dev
 	@bash ci/system-packages.sh ci/vm-packages.txt
 	bash ci/cgroup2-vm.sh
+
+# deploy/Containerfile built and run with Debian's podman, one job through it (root, a cgroup v2
+# host; not in `test`). CONTAINER_BASE names the base image (default Debian's from docker.io).
+test-container: dist
+	@bash ci/system-packages.sh ci/vm-packages.txt
+	@bash ci/system-packages.sh ci/container-packages.txt
+	bash ci/container-test.sh
 
 lint: dev
 	$(BIN)/ruff check .

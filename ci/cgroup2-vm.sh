@@ -10,9 +10,13 @@
 # than qemu's default CPU model). Needs root and the Debian packages in ci/vm-packages.txt
 # (`make test-cgroup2` installs them). The kernel and initramfs are cached in .cache/cgroup2-vm.
 #
+# Inside, it also creates the unprivileged user `jobrunner-rootless` (with a subordinate id range)
+# that tests/jobrunner/test_rootless.py runs servers as (rootless mode; newuidmap from `uidmap`).
+#
 # Exit status: pytest's inside the VM (0: every test passed), or 2 when the VM did not report.
 # CGROUP2_VM_TESTS=id,id,... runs those pytest ids instead of the set below (the kernel command line
-# carries it into the VM, so no spaces).
+# carries it into the VM, so no spaces); CGROUP2_VM_TESTS=container runs ci/container-test.sh
+# there instead (`make test-container` on a cgroup v1 host).
 set -euo pipefail
 
 TESTS=(
@@ -21,6 +25,7 @@ TESTS=(
     tests/jobrunner/test_sandbox_workdir.py
     tests/jobrunner/test_cpu_share.py
     "tests/jobrunner/test_api.py::test_completed_job_status_outputs_and_downloads"
+    tests/jobrunner/test_rootless.py
 )
 MODULES="virtio_ring virtio virtio_pci_modern_dev virtio_pci_legacy_dev virtio_pci netfs fscache
     9pnet 9pnet_virtio 9p overlay"
@@ -40,11 +45,33 @@ if [ "${1:-}" = "--inside" ]; then
     ip link set lo up
     echo "VM: kernel $(uname -r); /sys/fs/cgroup is $(stat -f -c %T /sys/fs/cgroup);" \
         "controllers: $(cat /sys/fs/cgroup/cgroup.controllers)"
+    # Rootless mode (tests/jobrunner/test_rootless.py): an unprivileged user with subordinate
+    # ids, made in the overlay as an operator would; each test delegates a cgroup to its server.
+    useradd --system --user-group --no-create-home --home-dir /nonexistent \
+        --shell /usr/sbin/nologin jobrunner-rootless
+    usermod --add-subuids 300000-365535 --add-subgids 300000-365535 jobrunner-rootless
+    export JOBRUNNER_ROOTLESS_USER=jobrunner-rootless
+    # That user runs the worktree's .venv, whose interpreter may live below a 0700 home (pyenv's
+    # in /root): let it pass through (in the VM's overlay only).
+    dir="$(dirname "$(readlink -f "$repo/.venv/bin/python3")")"
+    while [ "$dir" != / ]; do chmod o+x "$dir"; dir="$(dirname "$dir")"; done
     cd "$repo"
-    [ -z "${CGROUP2_VM_TESTS:-}" ] || IFS=, read -r -a TESTS <<<"$CGROUP2_VM_TESTS"
     set +e
-    CI=true JOBRUNNER_TEST_START_TIMEOUT=300 .venv/bin/python -m pytest -p no:cacheprovider -q -rA "${TESTS[@]}" 2>&1
-    code=$?
+    if [ "${CGROUP2_VM_TESTS:-}" = container ]; then
+        # `make test-container` on a cgroup v1 host: podman here, its storage in RAM (an
+        # overlayfs cannot be the upper layer of another), no systemd, no netfilter modules.
+        mkdir -p /var/lib/containers /etc/containers
+        mount -t tmpfs tmpfs /var/lib/containers
+        printf '[engine]\ncgroup_manager = "cgroupfs"\nevents_logger = "file"\n' \
+            >/etc/containers/containers.conf
+        echo "containers:2147483647:2147483648" | tee -a /etc/subuid >>/etc/subgid
+        CONTAINER_NETWORK=host bash ci/container-test.sh --inside-vm 2>&1
+        code=$?
+    else
+        [ -z "${CGROUP2_VM_TESTS:-}" ] || IFS=, read -r -a TESTS <<<"$CGROUP2_VM_TESTS"
+        CI=true JOBRUNNER_TEST_START_TIMEOUT=300 .venv/bin/python -m pytest -p no:cacheprovider -q -rA "${TESTS[@]}" 2>&1
+        code=$?
+    fi
     set -e
     echo "CGROUP2-VM-RESULT $code"
     sync

@@ -19,6 +19,18 @@ from support.servers import ServerProcess
 START_TIMEOUT = float(os.environ.get("JOBRUNNER_TEST_START_TIMEOUT", "30"))
 
 
+def pytest_collection_modifyitems(config, items):
+    """The rootless tests need the user the cgroup v2 VM creates (`make test-cgroup2`, see
+    test_rootless.py): deselected, not skipped, where it does not exist (a cgroup v1 host
+    cannot delegate a cgroup subtree to a user), so `make test` under CI=true stays whole."""
+    if os.environ.get("JOBRUNNER_ROOTLESS_USER"):
+        return
+    kept = [item for item in items if item.get_closest_marker("rootless") is None]
+    if len(kept) < len(items):
+        config.hook.pytest_deselected(items=[i for i in items if i not in kept])
+        items[:] = kept
+
+
 @pytest.fixture
 def state_dir() -> Iterator[Path]:
     # Every directory above the state dir must be searchable by the jail user, so not pytest's

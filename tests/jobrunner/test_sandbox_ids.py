@@ -51,3 +51,16 @@ def test_the_base_is_a_setting(tmp_path, monkeypatch):
     monkeypatch.delenv("JOBRUNNER_JAIL_UID_BASE")
     assert load(config, jail_uid_base=5_000_000).jail_uid_base == 5_000_000
     assert load(config).jail_uid_base == 4_000_000
+
+
+def test_ids_a_subordinate_file_delegates_are_skipped_unless_rootless(tmp_path):
+    # Root: /etc/subuid names host ids, which a job must not share with a user's containers.
+    # Rootless: the server's namespace maps ids 1..N for itself, and those files name host ids
+    # (a container's root has `root:1:65535` there): they must not empty its range.
+    subuid = tmp_path / "subuid"
+    subuid.write_text("root:1:65535\n")
+    with pytest.raises(NoFreeIds, match="only 0 of the 2"):
+        JobIds.claim(tmp_path / "a", 1, 2, 65535, (subuid,))
+    claimed = JobIds.claim(tmp_path / "b", 1, 2, 65535, ())
+    assert claimed.free == 2
+    claimed.release()

@@ -21,7 +21,7 @@ UNSAFE_WARNING = (
 
 def run_server(config_file: Path | None = None, **overrides: Any) -> None:
     from jobrunner.app import build_app
-    from jobrunner.sandbox import Sandbox, SandboxUnavailable
+    from jobrunner.sandbox import Sandbox, SandboxUnavailable, privilege
     from jobrunner.service import JobService, Runner
 
     settings = load(config_file, **overrides)
@@ -39,12 +39,16 @@ def run_server(config_file: Path | None = None, **overrides: Any) -> None:
             print(f"WARNING: {warning}", file=sys.stderr, flush=True)
     else:
         try:
+            if privilege.needs_own_namespace():  # rootless: first into a namespace of its own
+                privilege.enter_user_namespace()  # re-executes this process there
             runner = Sandbox.find(settings.state, settings.concurrency, settings.jail_uid_base)
-        except SandboxUnavailable as error:
+        except (SandboxUnavailable, privilege.RootlessUnavailable) as error:
             raise RuntimeError(
                 f"no working sandbox: {error}. Refusing to start; --unsafe-no-sandbox runs jobs "
                 "without isolation (development only)."
             ) from None
+        # One line: root or rootless, and what this mode lacks.
+        logformat.say(settings.log_format, "server.sandbox", runner.mode)
     key = WorkerKey.load_or_create(settings.state / "worker.key")
     # What a pool's allowlist and a verifier (`jobrunner verify --worker-id`) need from this host.
     logformat.say(settings.log_format, "server.identity", f"worker_id {key.worker_id}")

@@ -18,6 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = "jobrunner"
+SERVER_LEAF = "server"  # a delegated subtree's leaf that holds the server itself
+UNIFIED = Path("/sys/fs/cgroup")
 CONTROLLERS = ("memory", "pids", "cpu")
 DEFAULT_WEIGHT = 100  # cgroup v2's `cpu.weight` default (v1: `cpu.shares` 1024)
 CAP_PERIOD_US = 100_000  # the CFS bandwidth period of a capped job
@@ -30,6 +32,18 @@ def _mounts() -> list[tuple[str, str, set[str]]]:
         _source, target, fstype, options, *_ = line.split()
         result.append((target, fstype, set(options.split(","))))
     return result
+
+
+class CgroupsUnavailable(RuntimeError):
+    """No usable cgroups for this server; the message says why."""
+
+
+def _own_cgroup() -> str:
+    """This process's cgroup v2 path (the `0::` line of /proc/self/cgroup)."""
+    for line in Path("/proc/self/cgroup").read_text().splitlines():
+        if line.startswith("0::"):
+            return line[3:]
+    raise CgroupsUnavailable("this process is in no cgroup v2 cgroup")
 
 
 def _write(path: Path, value: str) -> None:
@@ -227,6 +241,40 @@ class Cgroups:
         if set(CONTROLLERS) <= found.keys():
             return cls(1, found, instance)
         return None
+
+    @classmethod
+    def delegated(cls, instance: str = "default") -> "Cgroups":
+        """The cgroup v2 subtree delegated to this (unprivileged) server: its own cgroup, as
+        systemd's `Delegate=yes` hands a service. cgroup v2 lets a cgroup with processes enable
+        no controllers for its children, so the server first moves itself into the leaf
+        `<own>/server` (or finds itself there already), then enables them on `<own>`; the jobs'
+        cgroups go below `<own>/jobrunner/<instance>`. Raises CgroupsUnavailable naming what is
+        missing: a job is never run without its memory, pids and CPU limits."""
+        if not (UNIFIED / "cgroup.controllers").exists():
+            raise CgroupsUnavailable(
+                f"rootless mode needs the unified cgroup v2 hierarchy at {UNIFIED} "
+                "(this host runs cgroup v1 or a hybrid)"
+            )
+        own = UNIFIED / _own_cgroup().lstrip("/")
+        delegated = own.parent if own.name == SERVER_LEAF else own
+        missing = set(CONTROLLERS) - set((delegated / "cgroup.controllers").read_text().split())
+        if missing:
+            raise CgroupsUnavailable(
+                f"the cgroup {delegated} lacks the controllers {' '.join(sorted(missing))} "
+                "(systemd: Delegate=yes gives a service its cgroup with them)"
+            )
+        try:
+            (delegated / SERVER_LEAF).mkdir(exist_ok=True)
+            if own != delegated / SERVER_LEAF:
+                _write(delegated / SERVER_LEAF / "cgroup.procs", str(os.getpid()))
+            _write(delegated / "cgroup.subtree_control", "+memory +pids +cpu")
+        except OSError as error:
+            raise CgroupsUnavailable(
+                f"cannot use the cgroup {delegated} as this server's own subtree ({error.strerror}:"
+                " it must be delegated to this user, as systemd's Delegate=yes does, and hold no "
+                "process but this server)"
+            ) from None
+        return cls(2, {"unified": delegated}, instance)
 
     @property
     def parent(self) -> str:

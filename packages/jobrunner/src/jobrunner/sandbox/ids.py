@@ -34,6 +34,7 @@ from pathlib import Path
 DEFAULT_BASE = 2_000_000_000
 RANGE_SIZE = 65536
 INSIDE_ID = 65534  # what the job sees: `nobody`, as before
+SUBORDINATE = (Path("/etc/subuid"), Path("/etc/subgid"))
 
 
 class NoFreeIds(RuntimeError):
@@ -71,15 +72,25 @@ class JobIds:
         self._locks = locks  # held open for the server's lifetime
 
     @classmethod
-    def claim(cls, directory: Path, base: int, count: int) -> "JobIds":
-        """Lock `count` free ids of [base, base + RANGE_SIZE), the lowest first."""
+    def claim(
+        cls,
+        directory: Path,
+        base: int,
+        count: int,
+        size: int = RANGE_SIZE,
+        subordinate: tuple[Path, ...] = SUBORDINATE,
+    ) -> "JobIds":
+        """Lock `count` free ids of [base, base + size), the lowest first, none of them one that
+        the `subordinate` files (/etc/subuid, /etc/subgid) delegate. Rootless, `size` is how many
+        ids the server's user namespace maps and `subordinate` is empty: those files then name
+        host ids, not the namespace's, and the namespace's ids are the server's own to give."""
         if not 0 < base <= 2**31 - RANGE_SIZE:
             raise NoFreeIds(f"the job uid base {base} must be between 1 and {2**31 - RANGE_SIZE}")
         directory.mkdir(mode=0o700, exist_ok=True)
-        delegated = _delegated(Path("/etc/subuid")) + _delegated(Path("/etc/subgid"))
+        delegated = [interval for path in subordinate for interval in _delegated(path)]
         ids: list[int] = []
         locks: list[int] = []
-        for uid in range(base, base + RANGE_SIZE):
+        for uid in range(base, base + size):
             if len(ids) == count:
                 break
             if _taken(uid, delegated):
@@ -97,7 +108,7 @@ class JobIds:
                 os.close(fd)
             raise NoFreeIds(
                 f"only {len(ids)} of the {count} job uids needed are free in "
-                f"{base}-{base + RANGE_SIZE - 1} (other servers on this host hold them, or the "
+                f"{base}-{base + size - 1} (other servers on this host hold them, or the "
                 "user database or /etc/subuid uses them): set jail_uid_base"
             )
         return cls(ids, locks)

