@@ -21,11 +21,13 @@ def test_runs_as_unprivileged_user_inside_and_outside(server):
     outside_uids = set()
     deadline = time.monotonic() + 10
     while not outside_uids and time.monotonic() < deadline:
-        # The job's processes: those whose command line is `/venv/bin/python main.py`.
+        # The job's processes: `/venv/bin/python main.py` in this job's cgroup (other servers on
+        # the host run jobs with the same command line).
         for proc in Path("/proc").iterdir():
             try:
                 cmdline = (proc / "cmdline").read_bytes().split(b"\0")
-                if cmdline[:2] == [b"/venv/bin/python", b"main.py"]:
+                mine = job_id in (proc / "cgroup").read_text()
+                if mine and cmdline[:2] == [b"/venv/bin/python", b"main.py"]:
                     status = (proc / "status").read_text()
                     uid_line = next(line for line in status.splitlines() if line.startswith("Uid:"))
                     outside_uids.update(int(v) for v in uid_line.split()[1:])
