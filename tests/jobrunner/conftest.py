@@ -130,3 +130,16 @@ def cluster(start_server, state_dir):
     yield make
     for pool in started:
         pool.stop()
+
+
+@pytest.fixture
+def templates(state_dir):
+    """Small stand-ins for two packaged environment templates: one tiny pure-Python package from
+    the registry (`nlp`), and one that cannot be installed (`scientific`)."""
+    folder = state_dir / "templates"
+    folder.mkdir()
+    (folder / "nlp.toml").write_text('description = "tiny"\npackages = ["six==1.16.0"]\n')
+    (folder / "scientific.toml").write_text(
+        'description = "broken"\npackages = ["this-package-does-not-exist-jobrunner==0.0.1"]\n'
+    )
+    return folder

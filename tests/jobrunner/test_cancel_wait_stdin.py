@@ -196,18 +196,6 @@ def test_cancelling_a_finished_or_unknown_job(server):
     assert unknown.status_code == 404 and unknown.json()["error"] == "Job not found"
 
 
-@pytest.fixture
-def templates(state_dir):
-    """A template that builds (one tiny package) and one that cannot (as in test_environments)."""
-    folder = state_dir / "templates"
-    folder.mkdir()
-    (folder / "nlp.toml").write_text('description = "tiny"\npackages = ["six==1.16.0"]\n')
-    (folder / "scientific.toml").write_text(
-        'description = "broken"\npackages = ["this-package-does-not-exist-jobrunner==0.0.1"]\n'
-    )
-    return folder
-
-
 @pytest.mark.timeout(240)
 @pytest.mark.parametrize(("environment", "other_ends"), [("nlp", None), ("scientific", "failed")])
 def test_a_job_cancelled_while_its_environment_builds_stays_cancelled(

@@ -12,19 +12,6 @@ from support.servers import wait_until
 USES_SIX = "import six\nprint('six', six.__version__)\n"
 
 
-@pytest.fixture
-def templates(state_dir):
-    folder = state_dir / "templates"
-    folder.mkdir()
-    # Small stand-ins for two packaged templates: one tiny pure-Python package from the
-    # registry, and one that cannot be installed.
-    (folder / "nlp.toml").write_text('description = "tiny"\npackages = ["six==1.16.0"]\n')
-    (folder / "scientific.toml").write_text(
-        'description = "broken"\npackages = ["this-package-does-not-exist-jobrunner==0.0.1"]\n'
-    )
-    return folder
-
-
 @pytest.mark.timeout(240)
 def test_jobs_waiting_on_one_build_all_run_in_it(start_server, templates):
     server = start_server(*GENEROUS, "--templates-dir", str(templates), "--concurrency", "2")
