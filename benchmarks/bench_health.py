@@ -33,11 +33,13 @@ def _server() -> tuple[subprocess.Popen, int]:
 
 
 def _library(db: Path, urls: list[str]) -> None:
+    from marks import importing
     from marks.library import Library, Record
     from marks.store import Store
 
     store = Store(db)
-    Library(store).import_records(Record(url=url, title=f"page {n}") for n, url in enumerate(urls))
+    records = (Record(url=url, title=f"page {n}") for n, url in enumerate(urls))
+    importing.import_records(Library(store), records)
     store.close()
 
 

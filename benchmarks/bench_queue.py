@@ -15,6 +15,7 @@ QUEUED = 10_000
 def _library(db: Path) -> None:
     """Fill the database through the service layer (the way the CLI would), once."""
     sys.path.insert(0, str(Path(__file__).parents[1] / "packages" / "marks" / "src"))
+    from marks import importing
     from marks.library import Library, Record
     from marks.queue import ReadingQueue
     from marks.store import Store
@@ -22,7 +23,7 @@ def _library(db: Path) -> None:
     store = Store(db)
     library = Library(store)
     records = (Record(url=f"https://site{n % 2000}.example/page/{n}") for n in range(BOOKMARKS))
-    library.import_records(records)
+    importing.import_records(library, records)
     chosen = random.Random(7).sample(range(1, BOOKMARKS + 1), QUEUED)
     queue = ReadingQueue(store)
     for level in range(1, 6):

@@ -11,6 +11,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from marks import importing
 from marks.library import Library, Record
 from marks.shell import Session, run_line
 from marks.shell.commands import Commands
@@ -70,7 +71,7 @@ def build(path: Path) -> None:
             )
         )
     library = Library(Store(path))
-    library.import_records(records)
+    importing.import_records(library, records)
     library.store.close()
 
 

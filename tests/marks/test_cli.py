@@ -5,7 +5,7 @@ from pathlib import Path
 
 import msgspec
 
-from marks import schema
+from marks import importing, schema
 
 DATA = Path(__file__).with_name("data")
 
@@ -283,12 +283,13 @@ def test_list_by_date(marks, library):
     from marks.clock import parse_user_date as date
     from marks.library import Record
 
-    library.import_records(
+    importing.import_records(
+        library,
         [
             Record(url="https://a.example", added=date("2024-01-05")),
             Record(url="https://b.example", added=date("2024-03-09")),
             Record(url="https://c.example", added=date("2023-12-31")),
-        ]
+        ],
     )
     result = marks("bookmark", "list", "--by-date", "added", "--date-granularity", "month")
     assert [line for line in result.out.splitlines() if line.startswith("==")] == [

@@ -7,7 +7,7 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from marks import transfer
+from marks import importing, transfer
 from marks.library import Library, Record
 from marks.store import Store
 
@@ -110,7 +110,7 @@ def _fresh(tmp_path_factory) -> Library:
 
 def _round_trip(tmp_path_factory, records, fmt, **options):
     original = _fresh(tmp_path_factory)
-    original.import_records(records)
+    importing.import_records(original, records)
     out = io.StringIO()
     transfer.export(original, fmt, out, **options)
     path = tmp_path_factory.mktemp("file") / f"export.{fmt}"

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from marks import schema, transfer, urls
+from marks import importing, schema, transfer, urls
 from marks.library import Library
 from marks.store import Store
 
@@ -196,7 +196,6 @@ def test_verbose_lists_duplicates_and_invalid_entries_with_lines(marks, tmp_path
 
 
 def test_duplicates_across_batches_are_merged_and_listed(library, tmp_path, monkeypatch):
-    from marks import importing
 
     monkeypatch.setattr(importing, "BATCH", 2)  # the duplicate arrives in a later batch
     lines = [f'<DT><A HREF="https://p{n}.example/" ADD_DATE="1600000000">{n}</A>' for n in range(5)]
@@ -293,7 +292,8 @@ def test_url_with_spaces_is_percent_encoded_and_reported(library, tmp_path):
 
 
 def test_html_round_trip_keeps_starred_archived_and_check_results(library, tmp_path):
-    library.import_records(
+    importing.import_records(
+        library,
         [
             transfer.Record(
                 url="https://kept.example/",
@@ -305,7 +305,7 @@ def test_html_round_trip_keeps_starred_archived_and_check_results(library, tmp_p
                 check_result="404 Not Found",
                 added=dt.datetime(2020, 1, 1, tzinfo=UTC),
             )
-        ]
+        ],
     )
     out = io.StringIO()
     transfer.export(library, "html", out)

@@ -7,6 +7,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from marks import importing
 from marks.graph import NEIGHBOURS, counted_tags
 from marks.graph.build import WINDOW, build
 from marks.graph.query import neighbours
@@ -138,11 +139,12 @@ def test_export_to_stdout_and_errors_are_one_line(marks):
 
 
 def test_work_is_bounded_when_everyone_shares_a_tag(marks, library):
-    library.import_records(
+    importing.import_records(
+        library,
         [
             Record(url=f"https://site{n}.example/", tags=["common", f"group{n % 7}"])
             for n in range(400)
-        ]
+        ],
     )
     report = build(library.store)
     assert 0 < report.edges <= 400 * NEIGHBOURS
@@ -162,8 +164,8 @@ def test_work_is_bounded_when_everyone_shares_a_tag(marks, library):
 
 
 def test_one_connection_builds_again(library):
-    library.import_records(
-        [Record(url=f"https://site{n}.example/", tags=["common"]) for n in range(5)]
+    importing.import_records(
+        library, [Record(url=f"https://site{n}.example/", tags=["common"]) for n in range(5)]
     )
     first = build(library.store)
     library.add("https://site9.example/", tags=["common"])
@@ -196,8 +198,8 @@ TAGS = st.lists(st.sampled_from(["a", "a/b", "a/c", "b", "b/x/y", "c"]), max_siz
 def test_weights_match_brute_force_jaccard(tmp_path_factory, tag_sets):
     store = Store(tmp_path_factory.mktemp("graph") / "g.db")
     library = Library(store)
-    library.import_records(
-        [Record(url=f"https://h{n}.test/", tags=tags) for n, tags in enumerate(tag_sets)]
+    importing.import_records(
+        library, [Record(url=f"https://h{n}.test/", tags=tags) for n, tags in enumerate(tag_sets)]
     )
     build(library.store)
     stored = {
@@ -228,11 +230,12 @@ def test_every_export_round_trips_through_networkx(tmp_path_factory, entries):
     from marks.graph.export import export
 
     store = Store(tmp_path_factory.mktemp("export") / "g.db")
-    Library(store).import_records(
+    importing.import_records(
+        Library(store),
         [
             Record(url=f"https://h{n}.test/", title=title, tags=tags)
             for n, (title, tags) in enumerate(entries)
-        ]
+        ],
     )
     build(store)
     stored = {

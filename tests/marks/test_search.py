@@ -4,6 +4,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from marks import importing
 from marks.library import Invalid, Library
 from marks.store import Store
 
@@ -153,7 +154,9 @@ def test_prefix_ranking_keeps_the_title_above_the_body(library):
 def test_prefix_index_follows_changes_and_imports(library):
     from marks.wire import Bookmark
 
-    library.import_records([Bookmark(url="https://imported.example", title="Programmable")])
+    importing.import_records(
+        library, [Bookmark(url="https://imported.example", title="Programmable")]
+    )
     assert ids(library, "programma*") == [1]
     library.update(1, title="Configurable")
     assert ids(library, "programma*") == []

@@ -9,6 +9,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from marks import importing
 from marks.library import Library, Record
 from marks.shell import Session, run_line, run_script
 from marks.shell.commands import Commands
@@ -24,7 +25,8 @@ def t(text: str) -> dt.datetime:
 
 @pytest.fixture
 def sample(library: Library) -> Library:
-    library.import_records(
+    importing.import_records(
+        library,
         [
             Record(
                 url="https://python.org/",
@@ -64,7 +66,7 @@ def sample(library: Library) -> Library:
                 last_visited=t("2026-11-10T08:00:00"),
                 visit_count=10,
             ),
-        ]
+        ],
     )
     return library
 
@@ -179,8 +181,8 @@ def test_by_date(sample):
 
 
 def test_popular_holds_at_most_100(library):
-    library.import_records(
-        [Record(url=f"https://p{n}.example/", visit_count=n + 1) for n in range(150)]
+    importing.import_records(
+        library, [Record(url=f"https://p{n}.example/", visit_count=n + 1) for n in range(150)]
     )
     shell = Shell(library)
     ids = shell.ids("ls /popular")

@@ -4,6 +4,7 @@ the page size. APSW's exec tracer counts every statement the program sends to SQ
 import contextlib
 import datetime as dt
 
+from marks import importing
 from marks.library import Library, Record
 from marks.shell import run_script
 from marks.shell.commands import Session
@@ -13,7 +14,8 @@ NOW = dt.datetime(2026, 11, 18, 10, 30, tzinfo=dt.UTC)
 
 
 def fill(library: Library, size: int) -> None:
-    library.import_records(
+    importing.import_records(
+        library,
         [
             Record(
                 url=f"https://site{n % 7}.example/page/{n}",
@@ -25,7 +27,7 @@ def fill(library: Library, size: int) -> None:
                 added=NOW - dt.timedelta(days=n),
             )
             for n in range(size)
-        ]
+        ],
     )
 
 

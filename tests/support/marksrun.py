@@ -23,7 +23,7 @@ class Runner:
 
     def __call__(self, *args: str, input: str | None = None, db: bool = True) -> Result:
         from marks.cli import cli
-        from marks.errors import handled
+        from marks.cli.edge import handled
 
         argv = (["--db", str(self.db)] if db else []) + list(args)
         with CliRunner().isolation(input=input) as (out, err, _):

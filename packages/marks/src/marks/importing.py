@@ -121,15 +121,13 @@ class Importer:
         update: bool,
         log: Callable[[str], None] | None = None,
     ) -> None:
-        from marks.library import nocase
-
         self.library = library
         self.store = library.store
         self.report = report
         self.update = update
         self.log = log if log is not None else report.problems.append
         self.refusal: str | None = None  # the first invalid or repaired entry (for --strict)
-        self.nocase = nocase
+        self.nocase = tagnames.nocase
         self.tag_cache: dict[str, tuple[str | None, str | None]] = {}
         self.tags_cache: dict[tuple[str, ...], tuple[list[str], list[str]]] = {}
         self.tag_ids: dict[str, int] = {}  # by exact spelling, before the library's own cache

@@ -13,7 +13,7 @@ from marks.exceptions import Duplicate, Invalid, MarksError, NotFound
 from marks.rows import COLUMNS
 from marks.rows import to_bookmark as row_to_bookmark
 from marks.store import NO_FTS5, Store
-from marks.wire import Bookmark, ImportReport, TagCount, TagStats, TagUse
+from marks.wire import Bookmark, TagCount, TagStats, TagUse
 
 __all__ = ["Duplicate", "Invalid", "Library", "MarksError", "NotFound", "Record"]
 
@@ -40,14 +40,6 @@ FULL_TEXT_MISSING = f"full-text search unavailable ({NO_FTS5}): substring search
 Record = formats.Record
 
 
-_ASCII_LOWER = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz")
-
-
-def nocase(name: str) -> str:
-    """SQLite's NOCASE order (ASCII letters folded, everything else by code point)."""
-    return name.translate(_ASCII_LOWER)
-
-
 def _clean_tags(names: Iterable[str]) -> list[str]:
     seen: dict[str, str] = {}
     for name in names:
@@ -58,7 +50,7 @@ def _clean_tags(names: Iterable[str]) -> list[str]:
         seen.setdefault(tagnames.key(tag), tag)
     if len(seen) > limits.TAGS_PER_BOOKMARK:
         raise Invalid(f"{len(seen)} tags: a bookmark has at most {limits.TAGS_PER_BOOKMARK}")
-    return sorted(seen.values(), key=nocase)
+    return sorted(seen.values(), key=tagnames.nocase)
 
 
 class Library:
@@ -526,27 +518,6 @@ class Library:
         return affected
 
     # --- import and export -----------------------------------------------------------------------
-
-    def import_records(
-        self,
-        records: Iterable[Bookmark],
-        *,
-        update: bool = False,
-        strict: bool = False,
-        progress: Callable[[int], None] = lambda _: None,
-        problems: Callable[[str], None] | None = None,
-    ) -> ImportReport:
-        """All or nothing: every record is added, merged or counted as skipped/invalid, in one
-        transaction. A URL seen twice in one import is one bookmark with both sets of tags.
-        Records may be plain `Bookmark`s or `formats.Record`s (which say where they came from).
-        `strict` refuses the whole import when any entry is invalid or had to be repaired.
-        `problems` takes each line of the report's `problems` as it comes instead of the report
-        (`importing.ProblemLog` spools them), so a large import holds none of them."""
-        from marks import importing  # only imports need it: other commands start faster
-
-        return importing.import_records(
-            self, records, update=update, strict=strict, progress=progress, problems=problems
-        )
 
     def merge_into(self, bookmark_id: int, record: Bookmark, tags: list[str] | None = None) -> None:
         """Union of tags; the earliest `added`; the highest visit data; fill empty text.

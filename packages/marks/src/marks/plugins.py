@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
-from marks.library import MarksError
+from marks.exceptions import MarksError
 
 if TYPE_CHECKING:
     from importlib.metadata import EntryPoint, PackageMetadata

@@ -7,6 +7,14 @@ class InvalidTag(Invalid):
     pass
 
 
+_ASCII_LOWER = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz")
+
+
+def nocase(name: str) -> str:
+    """SQLite's NOCASE order (ASCII letters folded, everything else by code point)."""
+    return name.translate(_ASCII_LOWER)
+
+
 def normalise(name: str) -> str:
     """` a / b ` -> `a/b`; collapses whitespace; refuses empty names and separators."""
     if "," in name or "\n" in name or "\r" in name:

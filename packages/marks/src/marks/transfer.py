@@ -11,6 +11,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import BinaryIO, TextIO, cast
 
+from marks import importing
 from marks.formats import FormatError, Record, charset, csvfile, jsonfile, markdown, netscape, text
 from marks.library import Library
 from marks.wire import ImportReport
@@ -110,13 +111,14 @@ def import_file(
     problems: Callable[[str], None] | None = None,
 ) -> ImportReport:
     """Import a file; `progress(bytes_read, total_bytes)` is called as records arrive;
-    `problems`, if given, takes the report's lines as they come (see `Library.import_records`)."""
+    `problems`, if given, takes the report's lines as they come (see `importing.import_records`)."""
     raw = _open(path)
     total = Path(path).stat().st_size if path != "-" else 0
     warnings: list[str] = []
     try:
         found = records(raw, fmt, encoding=encoding, base_url=base_url, warnings=warnings)
-        report = library.import_records(
+        report = importing.import_records(
+            library,
             found,
             update=update,
             strict=strict,

@@ -3,7 +3,7 @@
 `paths` says where each browser keeps its profiles on each platform; `profiles` finds them under
 a home directory; `chromium`, `firefox` and `safari` read one profile's files into
 `library.Record`s and know nothing of marks' database; `service` imports them through
-`Library.import_records`, the one write path every import shares.
+`importing.import_records`, the one write path every import shares.
 """
 
 from marks.exceptions import MarksError, NotAllowed, NotFound

@@ -1,6 +1,6 @@
 """Importing from browser profiles: the one entry point for the CLI, the shell and the server.
 
-Each browser's profiles are read and imported through `Library.import_records` (the merge rule and
+Each browser's profiles are read and imported through `importing.import_records` (the merge rule and
 report every import shares), in one transaction per browser, so a browser that fails leaves the
 library as it was and `all` goes on with the others. `--history` sets the visit count and last
 visit of bookmarked pages; `all_history` also adds visited pages that are not bookmarks.
@@ -15,6 +15,7 @@ from typing import Protocol
 
 import msgspec
 
+from marks import importing
 from marks.browsers import (
     BrowserError,
     NoProfile,
@@ -224,9 +225,9 @@ def _import_one(
         try:
             if savepoint:
                 with _savepoint(library, browser):
-                    result.report = fresh.import_records(records(), update=update)
+                    result.report = importing.import_records(fresh, records(), update=update)
             else:
-                result.report = fresh.import_records(records(), update=update)
+                result.report = importing.import_records(fresh, records(), update=update)
         except BrowserError as error:
             result.errors.append(str(error))
     return result

@@ -227,6 +227,6 @@ def cli() -> None:
 
 
 def main() -> None:
-    from marks.errors import handled
+    from marks.cli.edge import handled
 
     sys.exit(handled(lambda: cli.main(standalone_mode=False, prog_name="marks")))
