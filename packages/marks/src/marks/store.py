@@ -46,6 +46,16 @@ def _casefold(*values: "apsw.SQLiteValue") -> "apsw.SQLiteValue":
     return text.casefold() if isinstance(text, str) else text
 
 
+def _create_private(path: str) -> None:
+    """A new library file is created readable by its owner only (0600, like the config): it
+    holds every bookmark and note. SQLite gives its -wal and -shm files the same mode. A file
+    that exists keeps the mode its owner gave it."""
+    if path == ":memory:" or path.startswith("file:"):
+        return
+    with contextlib.suppress(FileExistsError):
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+
+
 class Store:
     def __init__(self, path: Path | str) -> None:
         self.path = str(path)
@@ -55,6 +65,7 @@ class Store:
             raise StoreError(
                 f"cannot open {self.path}: directory {Path(self.path).parent} does not exist"
             )
+        _create_private(self.path)
         try:
             self.db = apsw.Connection(self.path)
             self.db.setbusytimeout(5000)

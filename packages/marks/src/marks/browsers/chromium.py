@@ -57,6 +57,8 @@ class Reader:
                 raise BrowserError(
                     f"{self.path}: not a Chromium Bookmarks file ({error})"
                 ) from None
+            except RecursionError:
+                raise BrowserError(f"{self.path}: folders nested too deeply to read") from None
             if data.version != 1:
                 raise BrowserError(f"{self.path}: unknown Bookmarks version {data.version}")
             self._roots = [node for node in data.roots.values() if isinstance(node, Node)]

@@ -365,7 +365,23 @@ _BYTE = re.compile(r"\(byte (\d+)\)")
 TRIES = 4  # places tried as a batch's end before reading more
 
 
+DEEP = "not valid JSON: nested too deeply"
+
+
 def read(stream: BinaryIO) -> Iterator[Record]:
+    """The records of a JSON file; FormatError (one line) for JSON nested deeper than the
+    decoder (or the folder walk) can follow, rather than a RecursionError."""
+    return _guarded(_read(stream))
+
+
+def _guarded(records: Iterator[Record]) -> Iterator[Record]:
+    try:
+        yield from records
+    except RecursionError:
+        raise FormatError(DEEP) from None
+
+
+def _read(stream: BinaryIO) -> Iterator[Record]:
     head = b""
     while not head.strip():
         more = stream.read(CHUNK)
@@ -373,13 +389,14 @@ def read(stream: BinaryIO) -> Iterator[Record]:
             break
         head += more
     if head.lstrip()[:1] == b"[":
-        return _array(head, stream)
+        yield from _array(head, stream)
+        return
     raw = head + stream.read()
     try:
         data = msgspec.json.decode(raw)
     except msgspec.DecodeError as error:
         raise FormatError(f"not valid JSON: {error}") from None
-    return shape(data)
+    yield from shape(data)
 
 
 def _array(head: bytes, stream: BinaryIO) -> Iterator[Record]:

@@ -267,6 +267,8 @@ def decode(body: bytes, kind: Any) -> Any:
         raise HTTPError(422, "Invalid", str(error)) from None
     except (msgspec.DecodeError, UnicodeDecodeError) as error:  # msgspec: bad UTF-8 is the latter
         raise HTTPError(400, "Bad request", f"the body is not JSON: {error}") from None
+    except RecursionError:  # deeper than the decoder follows: no bookmark is shaped like that
+        raise HTTPError(422, "Invalid", "the body is nested too deeply") from None
 
 
 def make_handler(
