@@ -2,6 +2,7 @@
 decoder, the memory or the report, and the library file's permissions."""
 
 import json
+import socket
 import stat
 
 DEEP = 100_000  # far past any decoder's recursion limit
@@ -66,3 +67,45 @@ def test_every_json_body_decoder_refuses_deep_nesting_as_422():
     with pytest.raises(HTTPError) as refused:
         decode(b"[" * DEEP + b"]" * DEEP, Any)
     assert str(refused.value) == "422 Invalid: the body is nested too deeply"
+
+
+# --- the WebSocket upgrade ---------------------------------------------------------------------
+
+
+def _upgrade(served, path: str = "/", host: str | None = None, **options):
+    """Try a real WebSocket handshake (to `host`, a name rebound to the server); (status,
+    body) of the refusal, or (101, b"")."""
+    from websockets.exceptions import InvalidStatus
+    from websockets.sync.client import connect
+
+    port = int(served.url.rsplit(":", 1)[1])
+    url = f"ws://{host or '127.0.0.1'}:{port}{path}"
+    try:
+        sock = socket.create_connection(("127.0.0.1", port), timeout=20)
+        with connect(url, sock=sock, open_timeout=20, **options):
+            return 101, b""
+    except InvalidStatus as refused:
+        return refused.response.status_code, refused.response.body
+
+
+def test_a_websocket_from_a_page_elsewhere_is_refused_like_http(served):
+    status, body = _upgrade(served, "/", origin="http://evil.example")
+    assert status == 403
+    assert json.loads(body) == {
+        "error": "Forbidden",
+        "details": "cross-site request without a token",
+    }
+    status, body = _upgrade(served, "/static/app.js", origin="http://127.0.0.1:1")
+    assert status == 403 and json.loads(body)["details"] == "cross-site request without a token"
+
+
+def test_a_websocket_with_a_rebound_host_is_refused_like_http(served):
+    status, body = _upgrade(served, "/", host="evil.example")
+    assert status == 403
+    assert json.loads(body)["details"] == "unknown Host (DNS-rebinding guard)"
+
+
+def test_a_websocket_from_the_server_itself_passes_the_guard(served):
+    """The guard lets its own origin by (marks has no socket route: the app then says no)."""
+    status, body = _upgrade(served, "/", origin=served.url)
+    assert status == 403 and b"DNS-rebinding" not in body and b"cross-site" not in body

@@ -18,6 +18,7 @@ The web UI's static files are public: they hold no data, and the UI asks for a t
 
 import hmac
 import ipaddress
+import json
 import re
 from urllib.parse import urlsplit
 
@@ -130,21 +131,13 @@ class Guard:
         return address.is_loopback or address == self.bound
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "websocket":
+            await self.websocket(scope, receive, send)
+            return
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        headers: dict[str, str] = {}
-        repeated = None
-        for key, value in scope["headers"]:
-            name = key.decode("latin-1").lower()
-            if name in headers and name in _SINGLE:
-                repeated = name
-            headers.setdefault(name, value.decode("latin-1"))
-        problem = (
-            (400, "Bad request", f"the {repeated} header is repeated", None)
-            if repeated
-            else self.check(scope, headers)
-        )
+        headers, problem = self.screen(scope)
         body = _Body(headers)
         send = body.closing(send)
         if problem is not None:
@@ -163,6 +156,39 @@ class Guard:
             )
             return
         await self.app(scope, body.capped(receive, limit), send)
+
+    def screen(
+        self, scope: Scope
+    ) -> tuple[dict[str, str], tuple[int, str, str, dict[str, str] | None] | None]:
+        """The request's headers (each once), and the refusal if there is one."""
+        headers: dict[str, str] = {}
+        repeated = None
+        for key, value in scope["headers"]:
+            name = key.decode("latin-1").lower()
+            if name in headers and name in _SINGLE:
+                repeated = name
+            headers.setdefault(name, value.decode("latin-1"))
+        if repeated:
+            return headers, (400, "Bad request", f"the {repeated} header is repeated", None)
+        return headers, self.check(scope, headers)
+
+    async def websocket(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """A WebSocket upgrade is an HTTP GET first: the same Host, token and Origin rules, so
+        a rebound name or a page elsewhere (browsers send its Origin and cannot add a token)
+        never gets a socket. The refusal is the JSON error, where the server can send one."""
+        _, problem = self.screen({**scope, "method": "WEBSOCKET"})  # no public socket
+        if problem is None:
+            await self.app(scope, receive, send)
+            return
+        status, error, details, extra = problem
+        if "websocket.http.response" not in scope.get("extensions", {}):
+            await send({"type": "websocket.close", "code": 1008})
+            return
+        body = json.dumps({"error": error, "details": details}).encode()
+        headers = [(b"content-type", b"application/json"), *HARDENING]
+        headers += [(k.lower().encode(), v.encode()) for k, v in (extra or {}).items()]
+        await send({"type": "websocket.http.response.start", "status": status, "headers": headers})
+        await send({"type": "websocket.http.response.body", "body": body})
 
     def check(
         self, scope: Scope, headers: dict[str, str]
