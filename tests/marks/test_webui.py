@@ -200,6 +200,18 @@ def test_tag_tree_and_smart_collections(ui):
         ui.shot(f"collection-{name}")
 
 
+def test_the_toggle_of_a_leaf_tag_lists_it_and_throws_nothing(ui):
+    """A click on a leaf's toggle threw `TypeError: children is null` (issue 25)."""
+    seed(ui.served)
+    ui.open()
+    ui.page.click("#view-tags [data-tag='dev'] .toggle")  # opens dev: its leaves show
+    leaf = ui.page.locator("#view-tags [data-tag='dev/rust'] .toggle")
+    leaf.dispatch_event("click")
+    assert ui.showing("#dev/rust") == ["Rust book"]
+    ui.shot("tags-leaf-toggle")
+    # the `ui` fixture fails the test on any page error
+
+
 def test_dates_walk_year_month_day(ui):
     seed(ui.served)
     ui.open()

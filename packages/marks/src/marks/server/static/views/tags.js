@@ -8,11 +8,14 @@ function branch(nodes, ui, depth) {
     const children = node.children.length ? branch(node.children, ui, depth + 1) : null;
     if (children) children.hidden = depth > 0;
     const toggle = h("span", { class: "toggle" }, children ? (children.hidden ? "▸" : "▾") : "");
-    toggle.addEventListener("click", (event) => {
-      event.stopPropagation();
-      children.hidden = !children.hidden;
-      toggle.textContent = children.hidden ? "▸" : "▾";
-    });
+    // A leaf has nothing to fold: its toggle's click goes on to the link and lists the tag.
+    if (children) {
+      toggle.addEventListener("click", (event) => {
+        event.stopPropagation();
+        children.hidden = !children.hidden;
+        toggle.textContent = children.hidden ? "▸" : "▾";
+      });
+    }
     const link = ui.link(`tag-${node.path}`, node.name, node.count, () =>
       ui.show({ title: `#${node.path}`, params: { tag: node.path } }));
     link.prepend(toggle);
