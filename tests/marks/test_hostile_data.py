@@ -2,6 +2,7 @@
 decoder, the memory or the report, and the library file's permissions."""
 
 import json
+import os
 import socket
 import stat
 
@@ -109,3 +110,66 @@ def test_a_websocket_from_the_server_itself_passes_the_guard(served):
     """The guard lets its own origin by (marks has no socket route: the app then says no)."""
     status, body = _upgrade(served, "/", origin=served.url)
     assert status == 403 and b"DNS-rebinding" not in body and b"cross-site" not in body
+
+
+# --- the size of what an import keeps and reports --------------------------------------------
+
+
+def test_overlong_fields_are_capped_counted_and_listed(marks, tmp_path):
+    from marks.importing import MAX_DESCRIPTION, MAX_TAG, MAX_TITLE, MAX_URL
+
+    entries = [
+        {"url": "https://title.example/", "title": "t" * 5_000_000},
+        {"url": "https://description.example/", "description": "d" * (MAX_DESCRIPTION + 1)},
+        {"url": "https://tag.example/", "tags": ["ok", "x" * (MAX_TAG + 1)]},
+        {"url": "https://url.example/" + "u" * MAX_URL, "title": "long URL"},
+        {"url": "https://fine.example/", "title": "t" * MAX_TITLE, "tags": ["y" * MAX_TAG]},
+    ]
+    path = tmp_path / "big.json"
+    path.write_text(json.dumps(entries))
+    result = marks("import", "json", str(path), "--verbose")
+    assert result.code == 0, result
+    assert "added 4, updated 0, skipped 0, invalid 1" in result.err
+    assert "3 repaired" in result.err
+    assert "title of 5000000 characters cut to 4096" in result.err
+    assert f"description of {MAX_DESCRIPTION + 1} characters cut to {MAX_DESCRIPTION}" in result.err
+    assert f"tag of {MAX_TAG + 1} characters dropped (at most {MAX_TAG})" in result.err
+    assert f"URL of {MAX_URL + 20} characters (at most {MAX_URL} kept)" in result.err
+    assert all(len(line) <= 1002 for line in result.err.splitlines())  # lines quote, capped
+    listed = {b["url"]: b for b in json.loads(marks("-o", "json", "bookmark", "list").out)}
+    assert len(listed["https://title.example/"]["title"]) == MAX_TITLE
+    assert len(listed["https://description.example/"]["description"]) == MAX_DESCRIPTION
+    assert listed["https://tag.example/"]["tags"] == ["ok"]
+    assert listed["https://fine.example/"]["tags"] == ["y" * MAX_TAG]  # at the cap: kept whole
+    assert len(listed["https://fine.example/"]["title"]) == MAX_TITLE
+
+
+def test_a_long_report_holds_1000_lines_counts_the_rest_and_verbose_saves_all(
+    marks, tmp_path, db_path
+):
+    count = 2500
+    path = tmp_path / "skips.txt"
+    path.write_text("".join(f"https://same.example/{n}\n" for n in range(count)))
+    assert marks("import", "text", str(path)).code == 0
+    again = marks("-o", "json", "import", "text", str(path))  # every line skipped
+    report = json.loads(again.out)
+    assert report["skipped"] == count
+    assert len(report["problems"]) == 1000 and report["problems_omitted"] == count - 1000
+    verbose = marks("import", "text", str(path), "--verbose")
+    lines = verbose.err.splitlines()
+    assert sum(": skipped (already bookmarked as " in line for line in lines) == 1000
+    tail = lines[-1]
+    assert tail.startswith(f"  ... and {count - 1000} more: all {count} lines are in ")
+    saved = tail.rsplit(" are in ", 1)[1]
+    assert saved.startswith(str(tmp_path / "state"))
+    written = open(saved, encoding="utf-8").read().splitlines()
+    assert len(written) == count and written[-1].endswith(f"https://same.example/{count - 1}")
+    assert stat.S_IMODE(os.stat(saved).st_mode) == 0o600
+
+
+def test_the_http_import_answer_holds_1000_lines_and_counts_the_rest(served):
+    body = "".join(f"https://same.example/{n}\n" for n in range(1500)).encode()
+    assert served.http.post("/import/text", content=body).json()["added"] == 1500
+    report = served.http.post("/import/text", content=body).json()
+    assert report["skipped"] == 1500
+    assert len(report["problems"]) == 1000 and report["problems_omitted"] == 500

@@ -14,6 +14,7 @@ temporary tables, and the caches of tags seen are bounded.
 
 import contextlib
 import datetime as dt
+import os
 import tempfile
 from collections.abc import Callable, Iterable, Iterator
 from types import TracebackType
@@ -41,6 +42,21 @@ MERGED = "marks_import_merged"
 UNINDEXED = "marks_import_unindexed"
 _encode = msgspec.json.Encoder().encode
 
+# The longest field an import keeps, in characters. Longer is not a bookmark but a file pasted
+# into one (a 50 MB title was accepted, then every list carried it). A URL past 64 KiB is
+# refused (cut, it would lead elsewhere): browsers' practical limit is about that, data: URLs
+# aside. A title or a description past its cap is cut, a tag past its cap dropped; each such
+# entry is counted as repaired and listed with the reason.
+MAX_URL = 64 * 1024
+MAX_TITLE = 4 * 1024
+MAX_DESCRIPTION = 64 * 1024
+MAX_TAG = 256
+# The report's lines: each at most LINE characters (a line quotes the entry's URL and title);
+# at most SHOWN of them go into a report's `problems` (the JSON report, an HTTP answer), the
+# rest counted in `problems_omitted` (the CLI's --verbose writes them all to a file).
+LINE = 1000
+SHOWN = 1000
+
 
 class ProblemLog:
     """The lines `--verbose` lists, written as they come to a temporary file (in memory up to
@@ -54,13 +70,27 @@ class ProblemLog:
 
     def __call__(self, line: str) -> None:
         # One JSON string per line: a title's own line breaks come back as they were.
-        self._file.write(_encode(line) + b"\n")
+        self._file.write(_encode(_short(line, LINE)) + b"\n")
         self.count += 1
 
     def __iter__(self) -> Iterator[str]:
         self._file.seek(0)
         for raw in self._file:
             yield msgspec.json.decode(raw, type=str)
+
+    def first(self, count: int = SHOWN) -> Iterator[str]:
+        """The first `count` lines (what a report holds; `count - shown` are omitted)."""
+        for number, line in enumerate(self):
+            if number >= count:
+                return
+            yield line
+
+    def save(self, path: str) -> None:
+        """Every line, one per line of text, into a new file readable by its owner only."""
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with open(fd, "w", encoding="utf-8") as out:
+            for line in self:
+                out.write(line.replace("\n", "\\n") + "\n")
 
     def close(self) -> None:
         self._file.close()
@@ -77,9 +107,14 @@ class ProblemLog:
         self.close()
 
 
+def _short(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
 def report_json(report: ImportReport, problems: Iterable[str]) -> Iterator[bytes]:
     """The report as `msgspec.json.encode(report)` writes it, its `problems` taken from
-    `problems` (a ProblemLog) line by line: in chunks of about 64 KiB, never all at once."""
+    `problems` (a ProblemLog's `first()`) line by line: in chunks of about 64 KiB, never all at
+    once."""
     parts: list[bytes] = [b"{"]
     size = 0
     for index, name in enumerate(report.__struct_fields__):
@@ -108,9 +143,24 @@ class _Entry:
 
 
 def _describe(record: Bookmark) -> str:
-    if record.url and record.title:
-        return f'{record.url} "{record.title}"'
-    return record.url or (f'"{record.title}"' if record.title else "(no URL)")
+    url, title = _short(record.url, 300), _short(record.title, 120)
+    if url and title:
+        return f'{url} "{title}"'
+    return url or (f'"{title}"' if title else "(no URL)")
+
+
+def _capped(record: Bookmark, notes: list[str]) -> None:
+    """Title and description cut to their caps, URL refused past its own (see MAX_URL)."""
+    if len(record.url) > MAX_URL:
+        raise urls.InvalidURL(f"URL of {len(record.url)} characters (at most {MAX_URL} kept)")
+    if len(record.title) > MAX_TITLE:
+        notes.append(f"title of {len(record.title)} characters cut to {MAX_TITLE}")
+        record.title = record.title[:MAX_TITLE]
+    if len(record.description) > MAX_DESCRIPTION:
+        notes.append(
+            f"description of {len(record.description)} characters cut to {MAX_DESCRIPTION}"
+        )
+        record.description = record.description[:MAX_DESCRIPTION]
 
 
 class Importer:
@@ -125,7 +175,7 @@ class Importer:
         self.store = library.store
         self.report = report
         self.update = update
-        self.log = log if log is not None else report.problems.append
+        self.log = log if log is not None else self._keep
         self.refusal: str | None = None  # the first invalid or repaired entry (for --strict)
         self.nocase = tagnames.nocase
         self.tag_cache: dict[str, tuple[str | None, str | None]] = {}
@@ -135,6 +185,13 @@ class Importer:
         self.next_id = self.first_new
         # The full-text indexes this import keeps: none without FTS5 (see `marks.store`).
         self.indexes = INDEXES if self.store.full_text() else {}
+
+    def _keep(self, line: str) -> None:
+        """Without a log, the report holds the first SHOWN lines and counts the rest."""
+        if len(self.report.problems) < SHOWN:
+            self.report.problems.append(_short(line, LINE))
+        else:
+            self.report.problems_omitted += 1
 
     def problem(self, where: str, text: str, *, refuses: bool = False) -> None:
         """A line for --verbose; `refuses`: the entry is invalid or repaired (--strict says no)."""
@@ -151,6 +208,11 @@ class Importer:
         if found is not None:
             return found
         note = None
+        if len(name) > MAX_TAG:  # cut, it might become another tag: dropped, and said
+            return (
+                None,
+                f"tag of {len(name)} characters dropped (at most {MAX_TAG}): {name[:40]!r}…",
+            )
         try:
             tag: str | None = tagnames.normalise(name)
         except tagnames.InvalidTag:
@@ -193,6 +255,7 @@ class Importer:
         where = getattr(record, "where", "") or f"entry {number}"
         notes = list(getattr(record, "notes", ()) or ())
         try:
+            _capped(record, notes)
             fast = urls.plain(record.url)  # most URLs need no cleaning: one regex says so
             if fast is not None:
                 record.url, key, domain = fast
@@ -202,6 +265,7 @@ class Importer:
                 record.url, key, domain = urls.analyse(url)
         except urls.InvalidURL as error:
             self.report.invalid += 1
+            record.url = _short(record.url, 300)  # the line quotes it
             reason = (
                 "; ".join([str(error), *notes]) if record.url else "; ".join(notes or ["no URL"])
             )

@@ -32,6 +32,8 @@ class ImportReport(msgspec.Struct):
     undated: int = 0  # entries whose file gave no readable date: the import time was used
     problems: list[str] = []  # one line per invalid, skipped, merged or repaired entry (--verbose)
     warnings: list[str] = []  # about the whole file (its charset), always shown
+    # Lines beyond the first 1,000 `problems` holds (the CLI's --verbose writes all to a file).
+    problems_omitted: int = 0
 
 
 class TagCount(msgspec.Struct):

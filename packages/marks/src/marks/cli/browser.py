@@ -124,6 +124,8 @@ def run_import(name: str, **options: Any) -> None:
         if verbose:
             for line in report.problems:
                 click.echo(f"  {line}", err=True)
+            if report.problems_omitted:
+                click.echo(f"  ... and {report.problems_omitted} more not listed", err=True)
     if failed:
         raise click.exceptions.Exit(1)
 

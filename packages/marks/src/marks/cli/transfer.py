@@ -71,13 +71,14 @@ def _import(fmt: str, path: str, problems: Callable[[str], None], **options: Any
 
 
 def _show(report: "ImportReport", log: "ProblemLog", verbose: bool) -> None:
-    from marks.importing import report_json
+    from marks.importing import SHOWN, report_json
 
     s = state()
     for warning in report.warnings:
         click.echo(f"warning: {warning}", err=True)
+    report.problems_omitted = max(0, log.count - SHOWN)
     if s.format == "json":
-        show.emit_json_chunks(report_json(report, log))
+        show.emit_json_chunks(report_json(report, log.first()))
     else:
         click.echo(
             f"added {report.added}, updated {report.updated}, skipped {report.skipped}, "
@@ -89,8 +90,33 @@ def _show(report: "ImportReport", log: "ProblemLog", verbose: bool) -> None:
         if report.undated:
             click.echo(f"{report.undated} without a date: import time used", err=True)
     if verbose:
-        for line in log:
+        for line in log.first():
             click.echo(f"  {line}", err=True)
+        if report.problems_omitted:
+            saved = _save_log(log)
+            click.echo(
+                f"  ... and {report.problems_omitted} more: all {log.count} lines are in {saved}",
+                err=True,
+            )
+
+
+def _save_log(log: "ProblemLog") -> str:
+    """Every line of a long report, in a new file under marks' state directory."""
+    import datetime as dt
+
+    from marks.settings import state_dir
+
+    directory = state_dir() / "imports"
+    directory.mkdir(parents=True, exist_ok=True, mode=0o700)
+    stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%S")
+    for attempt in range(1000):
+        path = directory / f"import-{stamp}{f'-{attempt}' if attempt else ''}.log"
+        try:
+            log.save(str(path))
+            return str(path)
+        except FileExistsError:
+            continue
+    raise FileExistsError(f"{directory}: no free name for the import log")
 
 
 def _import_command(fmt: str, summary: str, *, hidden: bool = False) -> click.Command:

@@ -17,7 +17,7 @@ from starlette.responses import Response, StreamingResponse
 
 from marks import transfer
 from marks.formats import FormatError
-from marks.importing import ProblemLog, report_json
+from marks.importing import SHOWN, ProblemLog, report_json
 from marks.library import Library
 from marks.server import streaming
 from marks.server.endpoint import Endpoint, Libraries, Param, in_thread
@@ -94,10 +94,11 @@ async def import_(request: Request, libraries: Libraries, settings: ServerSettin
 
 
 def _answer(report: ImportReport, log: ProblemLog) -> Iterator[bytes]:
-    """The report as JSON, its problems read back from the spool, which is closed at the end
-    (or when the client leaves)."""
+    """The report as JSON, its first SHOWN problems read back from the spool (the rest
+    counted), which is closed at the end (or when the client leaves)."""
     try:
-        yield from report_json(report, log)
+        report.problems_omitted = max(0, log.count - SHOWN)
+        yield from report_json(report, log.first())
     finally:
         log.close()
 
