@@ -5,6 +5,7 @@ import json
 import os
 import socket
 import stat
+from pathlib import Path
 
 DEEP = 100_000  # far past any decoder's recursion limit
 
@@ -162,7 +163,7 @@ def test_a_long_report_holds_1000_lines_counts_the_rest_and_verbose_saves_all(
     assert tail.startswith(f"  ... and {count - 1000} more: all {count} lines are in ")
     saved = tail.rsplit(" are in ", 1)[1]
     assert saved.startswith(str(tmp_path / "state"))
-    written = open(saved, encoding="utf-8").read().splitlines()
+    written = Path(saved).read_text(encoding="utf-8").splitlines()
     assert len(written) == count and written[-1].endswith(f"https://same.example/{count - 1}")
     assert stat.S_IMODE(os.stat(saved).st_mode) == 0o600
 
