@@ -61,4 +61,15 @@ def serve(
     app = make_app(server)
     print(f"marks: library {server.db}", file=sys.stderr)
     print(f"marks: pairing token for the browser extension: {token}", file=sys.stderr, flush=True)
-    run(app, Listener(host, port))
+    listener = Listener(host, port)
+
+    def ready(url: str) -> None:
+        # No fetch of this process (a title on add, health, content) may reach this server.
+        from urllib.parse import urlsplit
+
+        from marks import webclient
+
+        webclient.own_server(host, urlsplit(url).port or port)
+        print(f"listening on {url}", file=sys.stderr, flush=True)
+
+    run(app, listener, on_ready=ready)
