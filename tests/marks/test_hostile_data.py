@@ -13,7 +13,7 @@ DEEP = 100_000  # far past any decoder's recursion limit
 def test_deeply_nested_json_import_is_one_line_and_exit_1(marks, tmp_path):
     for name, text in (
         ("array.json", "[" * DEEP + "]" * DEEP),
-        ("object.json", '{"a":' * DEEP + "1" + "}" * DEEP),
+        ("object.json", '{"bookmarks": [' + '{"a":' * DEEP + "1" + "}" * DEEP + "]}"),
         ("item.json", '[{"url": "https://a.example/", "x": ' + "[" * DEEP + "]" * DEEP + "}]"),
     ):
         path = tmp_path / name
@@ -174,3 +174,83 @@ def test_the_http_import_answer_holds_1000_lines_and_counts_the_rest(served):
     report = served.http.post("/import/text", content=body).json()
     assert report["skipped"] == 1500
     assert len(report["problems"]) == 1000 and report["problems_omitted"] == 500
+
+
+# --- JSON objects are streamed like arrays ----------------------------------------------------
+
+
+_PEAK = """
+import os, sys
+devnull = [(os.POSIX_SPAWN_OPEN, fd, os.devnull, os.O_WRONLY, 0) for fd in (1, 2)]
+pid = os.posix_spawn(sys.argv[1], sys.argv[1:], dict(os.environ), file_actions=devnull)
+_, status, usage = os.wait4(pid, 0)
+print(os.waitstatus_to_exitcode(status), usage.ru_maxrss)
+"""
+
+
+def _peak_mb(*argv: str) -> float:
+    """`marks` run alone; its own peak resident memory (the kernel's, reaped with wait4). It is
+    started by a small process: a child's peak starts from its parent's size (it survives exec),
+    and this test process is larger than the imports measured."""
+    import subprocess
+    import sys
+
+    marks = str(Path(sys.executable).with_name("marks"))
+    done = subprocess.run(
+        [sys.executable, "-S", "-c", _PEAK, marks, *argv],
+        capture_output=True, text=True, check=True, timeout=600,
+    )  # fmt: skip
+    code, peak = done.stdout.split()
+    assert code == "0", argv
+    return int(peak) / 1024
+
+
+_WRITE_FILES = """
+import json, sys
+from pathlib import Path
+where, count, pad = Path(sys.argv[1]), 60_000, "p" * 460
+items = [{"url": f"https://site{n % 97}.example/{n}", "title": f"{pad} {n}"} for n in range(count)]
+(where / "array.json").write_text(json.dumps(items))
+(where / "page.json").write_text(json.dumps({"count": count, "bookmarks": items}))
+with (where / "Bookmarks").open("w") as out:
+    out.write('{"checksum": "x", "roots": {"bookmark_bar": {"children": [')
+    for folder in range(count // 100):
+        out.write("," if folder else "")
+        out.write('{"children": [')
+        out.write(",".join(
+            json.dumps({"name": f"{pad} {n}", "type": "url", "url": items[n]["url"]})
+            for n in range(folder * 100, folder * 100 + 100)
+        ))
+        out.write(f'], "name": "folder {folder}", "type": "folder"}}')
+    out.write('], "name": "Bookmarks bar", "type": "folder"}}, "version": 1}')
+"""
+
+
+def test_json_objects_are_streamed_with_the_peak_of_an_array(tmp_path, monkeypatch):
+    """A Chrome file of 30 MB (folders name themselves after their children, so it takes two
+    passes) and a `{"bookmarks": [...]}` page peak close to the same bookmarks as an array.
+    The files are written by another process, to keep this one small."""
+    import subprocess
+    import sys
+
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    subprocess.run([sys.executable, "-c", _WRITE_FILES, str(tmp_path)], check=True, timeout=300)
+    assert (tmp_path / "Bookmarks").stat().st_size > 30_000_000
+    peaks = {
+        name: _peak_mb("--db", str(tmp_path / f"{name}.db"), "import", "json", str(tmp_path / name))
+        for name in ("array.json", "page.json", "Bookmarks")
+    }
+    print(f"peak MB: {peaks}")
+    for name in ("page.json", "Bookmarks"):
+        assert peaks[name] < peaks["array.json"] + 15, peaks
+    from marks.library import Library
+    from marks.store import Store
+
+    store = Store(tmp_path / "Bookmarks.db")
+    try:
+        found = Library(store).get(1)
+        assert found.url == "https://site0.example/0" and found.tags == ["folder 0"], found
+        assert Library(store).get(60_000).tags == ["folder 599"]
+    finally:
+        store.close()

@@ -11,8 +11,8 @@ reported (the bookmark stays), an item without a usable URL is reported and skip
 A top-level array (marks' export and most producers') is read in batches of about CHUNK bytes, so
 memory does not grow with the file: a batch ends after an item (a `}` then `,` that decoding the
 batch proves to end an item, not text in a string or a nested object). Objects (Chrome's
-`Bookmarks`, Firefox's backup, `{"bookmarks": [...]}`) are read whole: they are browsers' own
-files or API pages, far smaller, and their items sit at any depth.
+`Bookmarks`, Firefox's backup, `{"bookmarks": [...]}`), whose items sit at any depth, are streamed
+as parser events by `jsontree`, an item at a time.
 """
 
 import datetime as dt
@@ -236,8 +236,9 @@ def _bad(where: str, raw: Any, reason: str) -> Record:
     )
 
 
-def _items(data: list[Any]) -> Iterator[Record]:
-    for number, raw in enumerate(data, 1):
+def _items_from(data: list[Any], before: int = 0) -> Iterator[Record]:
+    """The records of items numbered after `before`."""
+    for number, raw in enumerate(data, before + 1):
         where = f"item {number}"
         try:
             item, notes = _convert(raw, Item, where)
@@ -246,48 +247,25 @@ def _items(data: list[Any]) -> Iterator[Record]:
             yield _bad(where, raw, str(skip))
 
 
-def _chrome(data: dict) -> Iterator[Record]:
-    counter = [0]
-
-    def walk(raw: Any, path: list[str]) -> Iterator[Record]:
-        counter[0] += 1
-        where = f"item {counter[0]}"
-        try:
-            node, notes = _convert(raw, ChromeNode, where)
-        except _Skip as skip:
-            yield _bad(where, raw, str(skip))
-            return
-        if node.type == "folder":
-            for child in node.children:
-                yield from walk(child, [*path, node.name.strip()] if node.name.strip() else path)
-            return
-        if node.type != "url":
-            return
-        try:
-            added = dates.from_chrome(node.date_added) if node.date_added else None
-            used = dates.from_chrome(node.date_last_used) if node.date_last_used else None
-        except ValueError as error:
-            notes.append(f"date: {error}")
-            added = used = None
-        yield Record(
-            url=node.url or "",
-            title=node.name,
-            tags=["/".join(_folder(p) for p in path)] if path else [],
-            added=added,
-            last_visited=used,
-            visit_count=int(used is not None),
-            where=where,
-            notes=notes,
-            undated=added is None,
-        )
-
-    top = data.get("roots")
-    if not isinstance(top, dict):
-        raise FormatError("a Chrome Bookmarks file needs a `roots` object")
-    for root in top.values():  # bookmark_bar, other, synced: the roots, whatever language
-        if isinstance(root, dict) and isinstance(root.get("children"), list):
-            for child in root["children"]:
-                yield from walk(child, [])
+def chrome_record(node: ChromeNode, notes: list[str], path: list[str], where: str) -> Record:
+    """A bookmark of a Chrome `Bookmarks` file, under its folders' names (`path`)."""
+    try:
+        added = dates.from_chrome(node.date_added) if node.date_added else None
+        used = dates.from_chrome(node.date_last_used) if node.date_last_used else None
+    except ValueError as error:
+        notes.append(f"date: {error}")
+        added = used = None
+    return Record(
+        url=node.url or "",
+        title=node.name,
+        tags=["/".join(_folder(p) for p in path)] if path else [],
+        added=added,
+        last_visited=used,
+        visit_count=int(used is not None),
+        where=where,
+        notes=notes,
+        undated=added is None,
+    )
 
 
 def _folder(name: str) -> str:
@@ -296,43 +274,24 @@ def _folder(name: str) -> str:
     return tagnames.from_folder(name)
 
 
-def _firefox(data: dict) -> Iterator[Record]:
-    counter = [0]
-
-    def walk(raw: Any, path: list[str]) -> Iterator[Record]:
-        counter[0] += 1
-        where = f"item {counter[0]}"
-        try:
-            node, notes = _convert(raw, FirefoxNode, where)
-        except _Skip as skip:
-            yield _bad(where, raw, str(skip))
-            return
-        if node.type == "text/x-moz-place-container":
-            # The `root` property marks Firefox's own folders (menu, toolbar, other, mobile).
-            inner = path if node.root or not node.title.strip() else [*path, node.title.strip()]
-            for child in node.children:
-                yield from walk(child, inner)
-            return
-        if node.type != "text/x-moz-place" or node.uri is None:
-            return
-        added = dates.parse_into(node.dateAdded, notes, "dateAdded")
-        description = ""
-        for anno in node.annos:
-            if isinstance(anno, dict) and anno.get("name") == "bookmarkProperties/description":
-                description = str(anno.get("value") or "")
-        tags = ["/".join(_folder(p) for p in path)] if path else []
-        yield Record(
-            url=node.uri,
-            title=node.title,
-            description=description,
-            tags=tags + [tag for tag in (node.tags or "").split(",") if tag.strip()],
-            added=added,
-            where=where,
-            notes=notes,
-            undated=added is None,
-        )
-
-    yield from walk(data, [])
+def firefox_record(node: FirefoxNode, notes: list[str], path: list[str], where: str) -> Record:
+    """A bookmark of a Firefox backup, under its folders' titles (`path`)."""
+    added = dates.parse_into(node.dateAdded, notes, "dateAdded")
+    description = ""
+    for anno in node.annos:
+        if isinstance(anno, dict) and anno.get("name") == "bookmarkProperties/description":
+            description = str(anno.get("value") or "")
+    tags = ["/".join(_folder(p) for p in path)] if path else []
+    return Record(
+        url=node.uri or "",
+        title=node.title,
+        description=description,
+        tags=tags + [tag for tag in (node.tags or "").split(",") if tag.strip()],
+        added=added,
+        where=where,
+        notes=notes,
+        undated=added is None,
+    )
 
 
 def _kind(value: Any) -> str:
@@ -391,12 +350,17 @@ def _read(stream: BinaryIO) -> Iterator[Record]:
     if head.lstrip()[:1] == b"[":
         yield from _array(head, stream)
         return
-    raw = head + stream.read()
+    if head.lstrip()[:1] == b"{":
+        from marks.formats import jsontree
+
+        yield from jsontree.read(stream, head)
+        return
+    raw = head + stream.read()  # a scalar, or not JSON: nothing to stream
     try:
         data = msgspec.json.decode(raw)
     except msgspec.DecodeError as error:
         raise FormatError(f"not valid JSON: {error}") from None
-    yield from shape(data)
+    raise FormatError(f"{EXPECTED}; found {_kind(data)}")
 
 
 def _array(head: bytes, stream: BinaryIO) -> Iterator[Record]:
@@ -504,20 +468,3 @@ def _item(raw: msgspec.Raw, number: int) -> Record:
         return _item_record(item, where, [])
     except _Skip as skip:
         return _bad(where, msgspec.to_builtins(item), str(skip))
-
-
-def shape(data: Any) -> Iterator[Record]:
-    """The reader for the document's shape, or FormatError saying what was expected and found."""
-    if isinstance(data, list):
-        return _items(data)
-    if isinstance(data, dict):
-        if isinstance(data.get("roots"), dict):
-            return _chrome(data)
-        if data.get("type") == "text/x-moz-place-container" or (
-            data.get("root") and isinstance(data.get("children"), list)
-        ):
-            return _firefox(data)
-        for key in ("bookmarks", "items", "results", "data"):
-            if isinstance(data.get(key), list):
-                return _items(data[key])
-    raise FormatError(f"{EXPECTED}; found {_kind(data)}")
