@@ -142,8 +142,8 @@ def test_import_chrome_folders_become_tags_and_times_are_utc(home, marks):
     chrome_home(home)
     result = marks("import", "chrome", "--verbose")
     assert result.code == 0, result.err
-    assert "chrome: added 4, updated 0, skipped 0, invalid 1 (2 profile(s))" in result.err
-    assert "javascript" in result.err
+    # The bookmarklet is kept (issue 25): every bookmark a browser keeps.
+    assert "chrome: added 5, updated 0, skipped 0, invalid 0 (2 profile(s))" in result.err
     found = bookmarks(marks)
     rust = found["https://doc.rust-lang.org/book/"]
     assert rust["tags"] == ["imported/chrome"]  # the bookmark bar is the browser's, not a tag
@@ -225,7 +225,7 @@ def test_firefox_wal_rows_tags_folders_and_times(home, marks):
         assert checksums(profile) == before  # the browser's files were only read
     finally:
         places.db.close()
-    assert "firefox: added 4, updated 0, skipped 0, invalid 1" in result.err
+    assert "firefox: added 5, updated 0, skipped 0, invalid 0" in result.err  # place: kept
     found = bookmarks(marks)
     assert found["https://recent.example/"]["tags"] == ["fresh", "imported/firefox"]
     mozilla = found["https://www.mozilla.org/"]
@@ -301,8 +301,8 @@ def test_all_goes_on_past_a_corrupt_profile(home, marks):
     assert result.code == 1
     errors = [line for line in result.err.splitlines() if line.startswith("marks:")]
     assert len(errors) == 1 and "p.default/places.sqlite" in errors[0]
-    assert "chrome: added 4" in result.err
-    assert len(bookmarks(marks)) == 4
+    assert "chrome: added 5" in result.err
+    assert len(bookmarks(marks)) == 5
 
 
 def test_unknown_schema_and_missing_files_are_one_line_naming_the_file(home, marks):
@@ -329,16 +329,16 @@ def test_unknown_schema_and_missing_files_are_one_line_naming_the_file(home, mar
 def test_dry_run_writes_nothing_and_update_merges(home, marks):
     chrome_home(home)
     dry = marks("import", "chrome", "--dry-run")
-    assert dry.code == 0 and "added 4" in dry.err and "[dry run]" in dry.err
+    assert dry.code == 0 and "added 5" in dry.err and "[dry run]" in dry.err
     assert bookmarks(marks) == {}
     assert marks("bookmark", "add", "https://example.com/", "--tag", "mine").code == 0
     plain = marks("import", "chrome")
-    assert "added 3, updated 0, skipped 1" in plain.err
+    assert "added 4, updated 0, skipped 1" in plain.err
     assert bookmarks(marks)["https://example.com/"]["tags"] == ["mine"]
     merged = marks("import", "chrome", "--update", "--output", "json")
     assert merged.code == 0
     report = json.loads(merged.out)[0]["report"]
-    assert report["updated"] == 4 and report["added"] == 0
+    assert report["updated"] == 5 and report["added"] == 0
     assert bookmarks(marks)["https://example.com/"]["tags"] == ["imported/chrome", "mine"]
 
 

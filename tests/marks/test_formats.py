@@ -21,7 +21,12 @@ def at(seconds: int) -> dt.datetime:
 
 def test_netscape_file_with_browser_quirks(library):
     report = transfer.import_file(library, "html", str(DATA / "quirks.html"))
-    assert (report.added, report.updated, report.skipped, report.invalid) == (5, 0, 1, 3)
+    assert (report.added, report.updated, report.skipped, report.invalid) == (
+        7,
+        0,
+        1,
+        1,
+    )  # a bookmarklet and a place: query kept (issue 25)
     by_url = {b.url: b for b in library.iterate()}
     python = by_url["https://www.python.org/"]
     assert python.title == "Welcome to Python.org" and python.tags == []  # root folder dropped
@@ -40,7 +45,8 @@ def test_netscape_file_with_browser_quirks(library):
     article = by_url["https://example.org/article"]
     assert article.tags == ["Reading; Later"]  # a comma would split tags: replaced
     assert article.description == "Multi-line\ndescription here"
-    assert not any(url.startswith(("javascript:", "place:")) for url in by_url)
+    assert by_url["javascript:alert('bookmarklet')"].title == "Bookmarklet"  # kept byte for byte
+    assert "place:sort=8&maxResults=10" in by_url
 
 
 def test_marked_root_folder_is_dropped_even_below_an_unclosed_list(library):

@@ -36,7 +36,7 @@ def test_add_get_change_visit_and_delete(served):
 
 
 def test_add_refuses_bad_input_with_the_reason(served):
-    assert_error(served.http.post("/bookmarks", json={"url": "javascript:alert(1)"}), 422)
+    assert_error(served.http.post("/bookmarks", json={"url": "no scheme here"}), 422)
     assert_error(served.http.post("/bookmarks", json={"title": "no url"}), 422)
     assert_error(served.http.post("/bookmarks", json={"url": "https://a.example", "x": 1}), 422)
     assert_error(

@@ -31,7 +31,15 @@ ALLOWED_SCHEMES = {
     "urn",
     "git",
 }
-NOT_BOOKMARKS = {"javascript", "place"}  # bookmarklets and Firefox smart folders
+# Every other scheme a browser keeps is kept too (`javascript:` bookmarklets, Firefox's `place:`
+# queries, `apt:`, `chrome-extension:`, `view-source:`...), byte for byte: its key is the URL with
+# the scheme lower-cased, nothing else touched (a bookmarklet's `?`, `#` and spaces are code).
+# A scheme is two characters or more (`c:\\` is a drive), and what follows it is not a port
+# (`localhost:8080/x` is a host without a scheme).
+_SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.-]+")
+_PORT_AFTER = re.compile(r"[0-9]+(?:[/?#]|$)")
+# The schemes marks opens: a web UI link, a fetch. Everything else is shown inert and copied.
+WEB = {"http", "https"}
 HIERARCHICAL = {"http", "https", "ftp", "file", "ws", "wss", "sftp", "ssh", "git", "gopher"}
 
 _ESCAPE = re.compile(r"%([0-9A-Fa-f]{2})")
@@ -45,16 +53,35 @@ class InvalidURL(ValueError):
     pass
 
 
+def scheme_of(url: str) -> str | None:
+    """The URL's scheme, lower-cased, or None when it has none (see _SCHEME)."""
+    name, colon, rest = url.partition(":")
+    if not colon or not _SCHEME.fullmatch(name):
+        return None
+    scheme = name.lower()
+    if scheme not in ALLOWED_SCHEMES and _PORT_AFTER.match(rest):
+        return None
+    return scheme
+
+
+def openable(url: str) -> bool:
+    """Whether marks fetches this URL (health, content, snapshots, titles): http(s) only."""
+    return scheme_of(url) in WEB
+
+
 def clean(url: str) -> tuple[str, list[str]]:
     """What a browser's address bar does before parsing: trim, drop tabs and line breaks inside,
     and percent-encode spaces. Returns the URL and notes on anything changed."""
     notes: list[str] = []
     url = url.strip()
-    if url.split(":", 1)[0].lower() not in ALLOWED_SCHEMES:
+    scheme = scheme_of(url)
+    if scheme is None:
         return url, notes  # not a URL to repair: `check` says why
-    if _WHITESPACE_INSIDE.search(url):
+    if _WHITESPACE_INSIDE.search(url):  # as browsers parse any URL (the URL Standard)
         url = _WHITESPACE_INSIDE.sub("", url)
         notes.append("tabs or line breaks inside the URL removed")
+    if scheme not in ALLOWED_SCHEMES:
+        return url, notes  # a bookmarklet's spaces are its code: kept
     if " " in url:
         url = url.replace(" ", "%20")
         notes.append("spaces in the URL percent-encoded as %20")
@@ -68,13 +95,14 @@ def check(url: str) -> str:
         raise InvalidURL("empty URL")
     if any(ch in url for ch in "\n\r\t\x00"):
         raise InvalidURL(f"URL contains control characters: {url[:80]!r}")
-    scheme = url.split(":", 1)[0].lower() if ":" in url else ""
-    if scheme in NOT_BOOKMARKS:
-        raise InvalidURL(f"{scheme}: URLs are not bookmarks")
-    if scheme not in ALLOWED_SCHEMES:
+    scheme = scheme_of(url)
+    if scheme is None:
         if url.startswith("?") and len(url) > 1:
             raise InvalidURL(f"a relative link ({url[:40]}), as Shaarli writes for notes")
-        raise InvalidURL(f"not a URL (scheme {scheme or 'missing'}): {url[:80]}")
+        named = url.split(":", 1)[0] if ":" in url else ""
+        raise InvalidURL(f"not a URL (scheme {named or 'missing'}): {url[:80]}")
+    if scheme not in ALLOWED_SCHEMES:
+        return url  # kept as the browser kept it (see _SCHEME)
     if " " in url:
         raise InvalidURL(f"URL contains spaces (encode them as %20): {url[:80]}")
     if scheme in ("http", "https", "ftp"):
@@ -115,10 +143,23 @@ def _host(host: str) -> str:
 
 def key(url: str) -> str:
     """The normalised URL two bookmarks share when they are the same page."""
+    url = url.strip()
+    verbatim = _verbatim(url)
+    if verbatim is not None:
+        return verbatim
     try:
-        return _key(urlsplit(url.strip()))
+        return _key(urlsplit(url))
     except ValueError:  # unparseable (a broken IPv6 host): the URL is its own key
-        return url.strip()
+        return url
+
+
+def _verbatim(url: str) -> str | None:
+    """The key of a URL of a scheme marks does not normalise: the scheme lower-cased, the rest
+    as it is. None for the schemes it does (ALLOWED_SCHEMES) and for what is no URL."""
+    scheme = scheme_of(url)
+    if scheme is None or scheme in ALLOWED_SCHEMES:
+        return None
+    return scheme + url[len(scheme) :]
 
 
 def _key(parts: SplitResult) -> str:
@@ -200,5 +241,8 @@ def analyse(url: str) -> tuple[str, str, str]:
         except ValueError:
             pass
     url = check(url)
+    verbatim = _verbatim(url)
+    if verbatim is not None:
+        return url, verbatim, ""  # no host to group by: a bookmarklet, `place:`, `apt:`
     parts = urlsplit(url)
     return url, _key(parts), _domain(parts)
