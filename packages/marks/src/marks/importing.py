@@ -383,6 +383,8 @@ class Importer:
                     None if record.reachable is None else int(record.reachable),
                     clock.to_text(record.last_checked),
                     record.check_result,
+                    record.archived_url,
+                    _text(record.archived_at),
                 )
             )
             for tag in entry.tags:
@@ -393,8 +395,8 @@ class Importer:
         self.report.added += len(rows)
         self.store.db.executemany(
             "INSERT INTO bookmarks (id, url, url_key, title, description, tags, domain, starred, "
-            "archived, added, last_visited, visit_count, reachable, last_checked, check_result) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            "archived, added, last_visited, visit_count, reachable, last_checked, check_result, "
+            "archived_url, archived_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             rows,
         )
         self.store.db.executemany(

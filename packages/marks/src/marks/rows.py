@@ -20,6 +20,8 @@ NAMES = (
     "reachable",
     "last_checked",
     "check_result",
+    "archived_url",
+    "archived_at",
 )
 COLUMNS = ", ".join(NAMES)
 
@@ -43,4 +45,6 @@ def to_bookmark(row: Sequence[Any]) -> Bookmark:
         reachable=None if row[10] is None else bool(row[10]),
         last_checked=clock.from_text(row[11]),
         check_result=row[12],
+        archived_url=row[13],
+        archived_at=clock.from_text(row[14]),
     )

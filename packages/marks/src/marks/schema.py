@@ -327,6 +327,14 @@ STEPS: list[Migration] = [
     # index again from the bookmarks on opening (`marks.store`). The version is the fence: an
     # older marks, which would trust a stale index or miss an absent one, refuses the file.
     Migration("-- nothing to change: the version number is the point"),
+    # 9: an archived copy of a dead link (`bookmark health --wayback`): the Wayback Machine's
+    # capture closest to the bookmark's date, and when it was captured.
+    Migration(
+        """
+    ALTER TABLE bookmarks ADD COLUMN archived_url TEXT;
+    ALTER TABLE bookmarks ADD COLUMN archived_at TEXT;   -- ISO 8601 UTC, as `added`
+    """
+    ),
 ]
 
 # Each migration whole, as one script (for tests that build files as an older marks left them).

@@ -64,6 +64,8 @@ class Config(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     health_max_age_hours: Annotated[int, msgspec.Meta(ge=0)] = 24
     health_confirm_hours: Annotated[int, msgspec.Meta(ge=0)] = 4
     fetch_on_add: bool = True
+    health_wayback: bool = False
+    wayback_api: str = "https://archive.org/wayback/available"
 
 
 HELP: dict[str, str] = {
@@ -86,6 +88,8 @@ HELP: dict[str, str] = {
     "health_max_age_hours": "`bookmark health` skips results younger than this",
     "health_confirm_hours": "failures this far apart confirm a link is broken",
     "fetch_on_add": "`bookmark add` without --title fetches title and description",
+    "health_wayback": "`bookmark health` looks up archived copies of confirmed-broken links",
+    "wayback_api": "the Wayback Machine's availability API `--wayback` asks",
 }
 KEYS = Config.__struct_fields__
 KEYS_BOOL = {name: type(getattr(Config(), name)) is bool for name in KEYS}

@@ -21,6 +21,10 @@ class Bookmark(msgspec.Struct, kw_only=True):
     reachable: bool | None = None
     last_checked: dt.datetime | None = None
     check_result: str | None = None
+    # A copy of the page in the Wayback Machine, found once the link was confirmed broken
+    # (`bookmark health --wayback`), and the time it was captured.
+    archived_url: str | None = None
+    archived_at: dt.datetime | None = None
 
 
 class ImportReport(msgspec.Struct):

@@ -108,6 +108,11 @@ def _summary(summary: "Summary", options: "Options", dry_run: bool, err: bool) -
     default=None,
     help="Retries after timeouts, 408, 429, 5xx [config health_retries, 2].",
 )
+@click.option(
+    "--wayback/--no-wayback",
+    default=None,
+    help="Look up archived copies of confirmed-broken links [config health_wayback, off].",
+)
 @global_options
 def health(
     ids: tuple[int, ...],
@@ -121,6 +126,7 @@ def health(
     per_host: int | None,
     timeout: float | None,
     retries: int | None,
+    wayback: bool | None,
 ) -> None:
     """Check that bookmarked links still work (all not checked for a day, by default).
 
@@ -178,6 +184,27 @@ def health(
     if summary.interrupted:
         click.echo("marks: interrupted", err=True)
         raise click.exceptions.Exit(130)
+    wanted = s.config["health_wayback"] if wayback is None else wayback
+    if wanted and summary.confirmed and not dry_run:
+        _archived_copies(summary.confirmed, options.timeout, err=fmt != "table")
+
+
+def _archived_copies(ids: list[int], timeout: float, err: bool) -> None:
+    """The Wayback Machine's closest capture of each confirmed-broken link, stored and said."""
+    from marks import wayback
+
+    s = state()
+    found = wayback.look_up(s.library, ids, s.config["wayback_api"], timeout)
+    kept = [f for f in found if f.url is not None]
+    click.echo(f"archived copies: {len(kept)} of {len(found)} confirmed-broken link(s)", err=err)
+    for item in found:
+        if item.url is not None and item.at is not None:
+            line = f"  {item.bookmark_id}: dead; archived copy from {item.at:%Y-%m-%d}: {item.url}"
+        else:
+            line = f"  {item.bookmark_id}: no archived copy" + (
+                f" ({item.error})" if item.error else ""
+            )
+        click.echo(line, err=err)
 
 
 def show_csv(check: "HealthCheck") -> list[str]:

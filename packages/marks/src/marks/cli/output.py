@@ -130,6 +130,8 @@ def bookmark_detail(bookmark: Bookmark, fmt: str) -> None:
             if isinstance(value, list):
                 value = ", ".join(value)
             click.echo(f"{name:>13}: {'' if value is None else value}")
+        if bookmark.archived_url and bookmark.archived_at:
+            click.echo(f"{'status':>13}: dead; archived copy from {bookmark.archived_at:%Y-%m-%d}")
     else:
         bookmarks([bookmark], fmt)
 
