@@ -212,6 +212,37 @@ def test_the_toggle_of_a_leaf_tag_lists_it_and_throws_nothing(ui):
     # the `ui` fixture fails the test on any page error
 
 
+def test_bookmarklets_are_copied_never_run_and_dead_links_show_their_archived_copy(ui):
+    """Issue 25: a `javascript:` bookmark is text with a Copy button (no href that runs script);
+    an `apt:` one too; a dead link with an archived copy says so and links to the copy."""
+    bookmarklet = "javascript:document.title='pwned';void(0)"
+    archived = "http://web.archive.org/web/20200102030405/https://gone.example/"
+    records = [
+        {"url": bookmarklet, "title": "Bookmarklet", "added": "2024-01-01T10:00:00Z"},
+        {"url": "apt://flashplugin-installer", "title": "Flash", "added": "2024-01-02T10:00:00Z"},
+        {"url": "https://gone.example/", "title": "Gone", "added": "2024-01-03T10:00:00Z",
+         "reachable": False, "archived_url": archived, "archived_at": "2020-01-02T03:04:05Z"},
+    ]  # fmt: skip
+    report = ui.served.http.post("/import/json", content=json.dumps(records).encode()).json()
+    assert report["added"] == 3 and report["invalid"] == 0, report
+    ui.page.context.grant_permissions(["clipboard-read", "clipboard-write"], origin=ui.served.url)
+    ui.open()
+    ui.page.wait_for_selector("#list > li")
+    assert ui.page.locator("a[href^='javascript' i], a[href^='apt' i]").count() == 0
+    row = ui.rows().filter(has_text="Bookmarklet")
+    assert row.locator(".title").evaluate("e => e.tagName") == "SPAN"
+    row.locator(".title").click()  # text: clicking runs nothing
+    row.locator("button.copy").click()
+    ui.page.wait_for_selector("#list > li button.copy:text('Copied')")
+    assert ui.page.evaluate("navigator.clipboard.readText()") == bookmarklet
+    assert ui.page.title() != "pwned"
+    gone = ui.rows().filter(has_text="Gone")
+    link = gone.locator(".archived a")
+    assert gone.locator(".archived").text_content() == "dead; archived copy from 2020-01-02"
+    assert link.get_attribute("href") == archived
+    ui.shot("inert-and-archived")
+
+
 def test_dates_walk_year_month_day(ui):
     seed(ui.served)
     ui.open()

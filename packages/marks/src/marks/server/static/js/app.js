@@ -71,6 +71,10 @@ function when(text) {
   return text ? text.slice(0, 10) : "";
 }
 
+function openable(url) {
+  return /^https?:\/\//i.test(url);
+}
+
 function row(bookmark, hit) {
   const star = h("button", {
     type: "button", class: `star${bookmark.starred ? " on" : ""}`,
@@ -85,14 +89,31 @@ function row(bookmark, hit) {
       updateSelection();
     },
   });
-  const title = h("a", {
-    class: "title", href: bookmark.url, target: "_blank", rel: "noopener noreferrer",
-    onclick: () => request("POST", `/bookmarks/${bookmark.id}/visit`).catch(() => {}),
-  }, bookmark.title || bookmark.url);
+  // Only web addresses become links: a bookmarklet (javascript:), a data: or file: URL, a
+  // browser's own page (about:, chrome:, place:) is shown as text and copied, never run or opened.
+  const title = openable(bookmark.url)
+    ? h("a", {
+      class: "title", href: bookmark.url, target: "_blank", rel: "noopener noreferrer",
+      onclick: () => request("POST", `/bookmarks/${bookmark.id}/visit`).catch(() => {}),
+    }, bookmark.title || bookmark.url)
+    : h("span", { class: "title inert", title: "Not opened from here: copy it" },
+      bookmark.title || bookmark.url);
+  const copy = openable(bookmark.url) ? null : h("button", {
+    type: "button", class: "copy",
+    onclick: (event) => navigator.clipboard.writeText(bookmark.url)
+      .then(() => { event.target.textContent = "Copied"; })
+      .catch(() => { event.target.textContent = "Copy failed"; }),
+  }, "Copy");
+  const archived = bookmark.archived_url && openable(bookmark.archived_url)
+    ? h("span", { class: "archived" }, "dead; ",
+      h("a", { href: bookmark.archived_url, target: "_blank", rel: "noopener noreferrer" },
+        `archived copy from ${when(bookmark.archived_at)}`))
+    : null;
   const body = h("div", {},
-    h("span", { class: "row-actions" },
+    h("span", { class: "row-actions" }, copy,
       h("button", { type: "button", class: "edit", onclick: () => openEditor(bookmark) }, "Edit")),
     title,
+    archived,
     h("span", { class: "meta" }, `added ${when(bookmark.added)}`,
       bookmark.visit_count ? ` · ${bookmark.visit_count} visit(s)` : ""),
     h("div", { class: "url" }, bookmark.url),
