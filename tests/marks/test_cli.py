@@ -308,16 +308,19 @@ def test_list_by_date(marks, library):
 def test_import_export_commands(marks, tmp_path):
     imported = marks("import", "html", str(DATA / "quirks.html"))
     assert imported.code == 0
-    assert imported.err.strip() == "added 5, updated 0, skipped 1, invalid 3"
+    # the bookmarklet and the place: query are kept (issue 25), without a date
+    assert imported.err.strip() == (
+        "added 7, updated 0, skipped 1, invalid 1\n2 without a date: import time used"
+    )
     target = tmp_path / "out.html"
     assert marks("export", "html", "--hierarchical", "--file", str(target)).code == 0
     html = target.read_text()
     assert "<H3>Dev</H3>" in html and "<H3>Web - Frontend</H3>" in html
     for fmt in ("json", "csv", "markdown"):
         result = marks("export", fmt)
-        assert result.code == 0 and result.err == "exported 5 bookmark(s)\n"
+        assert result.code == 0 and result.err == "exported 7 bookmark(s)\n"
     again = marks("import", "html", str(DATA / "quirks.html"), "--update")
-    assert again.err.strip() == "added 0, updated 5, skipped 1, invalid 3"
+    assert again.err.strip() == "added 0, updated 7, skipped 1, invalid 1"
 
 
 def test_db_commands(marks):

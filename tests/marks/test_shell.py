@@ -329,7 +329,8 @@ def test_messages_say_what_happened(sample):
         "star: no such bookmark 42",
         "cd: no such bookmark 42",
         "cat: no field 'nosuch' (fields: url, title, description, tags, starred, archived, "
-        "added, last_visited, visit_count, reachable, last_checked, check_result, id)",
+        "added, last_visited, visit_count, reachable, last_checked, check_result, archived_url, "
+        "archived_at, id)",
         "tag: no bookmarks in /tags",
     ]
 

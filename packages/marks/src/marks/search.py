@@ -15,7 +15,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from marks.query import FIELDS, And, Node, Not, Or, QueryError, Tag, Text, parse, quote_words
-from marks.rows import qualified
+from marks.rows import NAMES, qualified
 from marks.rows import to_bookmark as row_to_bookmark
 from marks.tagnames import key as tag_key
 from marks.wire import SearchHit
@@ -34,6 +34,7 @@ __all__ = [
 STEMMED, WORDS = "bookmarks_fts", "bookmarks_words"
 WEIGHTS = "10.0, 3.0, 2.0, 5.0"  # title, description, url, tags (same columns in both indexes)
 QUALIFIED = qualified("b")
+WIDTH = len(NAMES)  # a row's bookmark columns; the rank follows them
 SUBSTRING_COLUMNS = ("title", "url", "description", "tags")
 
 
@@ -208,7 +209,9 @@ def full_text(store: Any, text: str, limit: int | None) -> list[SearchHit]:
         raise QueryError(f"cannot search for {text!r}: {error}") from None
     return [
         SearchHit(
-            row_to_bookmark(row[:13]), None if row[13] is None else -row[13], snippets.get(row[0])
+            row_to_bookmark(row[:WIDTH]),
+            None if row[WIDTH] is None else -row[WIDTH],
+            snippets.get(row[0]),
         )
         for row in rows
     ]
