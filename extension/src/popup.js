@@ -4,6 +4,7 @@
 import { Client } from "./lib/api.js";
 import { MONTHS, PERIODS, calendar, period, rangeQuery } from "./lib/dates.js";
 import { api, load } from "./lib/settings.js";
+import { archivedNote, openable } from "./lib/links.js";
 import { bookmarkable } from "./lib/urlkey.js";
 
 const browser = api();
@@ -40,6 +41,9 @@ function show(bookmark) {
   $("delete").hidden = !bookmark;
   $("star").textContent = bookmark?.starred ? "★ Starred" : "☆ Star";
   $("star").setAttribute("aria-pressed", String(Boolean(bookmark?.starred)));
+  const archived = archivedNote(bookmark);
+  $("archived").replaceChildren(...(archived ? [archivedNode(archived)] : []));
+  $("archived").hidden = !archived;
   if (bookmark) {
     $("title").value = bookmark.title;
     $("tags").value = bookmark.tags.join(", ");
@@ -138,14 +142,42 @@ function snippetNode(snippet) {
 
 function item(bookmark, snippet) {
   const li = document.createElement("li");
-  const link = document.createElement("a");
-  link.href = bookmark.url;
-  link.target = "_blank";
-  link.rel = "noopener noreferrer";
-  link.textContent = (bookmark.starred ? "★ " : "") + (bookmark.title || bookmark.url);
-  li.append(link);
+  const label = (bookmark.starred ? "★ " : "") + (bookmark.title || bookmark.url);
+  if (openable(bookmark.url)) {
+    const link = document.createElement("a");
+    link.href = bookmark.url;
+    link.target = "_blank";
+    link.rel = "noopener noreferrer";
+    link.textContent = label;
+    li.append(link);
+  } else {
+    // A bookmarklet or a browser page: text and a Copy button, never a link that runs.
+    const text = document.createElement("span");
+    text.className = "inert";
+    text.textContent = label;
+    const copy = document.createElement("button");
+    copy.type = "button";
+    copy.textContent = "Copy";
+    copy.addEventListener("click", () => navigator.clipboard.writeText(bookmark.url)
+      .then(() => { copy.textContent = "Copied"; }, () => { copy.textContent = "Copy failed"; }));
+    li.append(text, copy);
+  }
+  const archived = archivedNote(bookmark);
+  if (archived) li.append(archivedNode(archived));
   if (snippet) li.append(snippetNode(snippet));
   return li;
+}
+
+function archivedNode(archived) {
+  const note = document.createElement("span");
+  note.className = "archived";
+  const link = document.createElement("a");
+  link.href = archived.href;
+  link.target = "_blank";
+  link.rel = "noopener noreferrer";
+  link.textContent = archived.text;
+  note.append("dead; ", link);
+  return note;
 }
 
 let searchTimer;

@@ -437,3 +437,29 @@ def test_popup_puts_the_page_in_the_reading_queue_with_a_priority(browser, serve
     assert (item["url"], item["priority"], item["title"]) == (url, 2, "Queue me")
     popup.click("#queue")  # a second time: the server's reason, in one line
     expect(popup.locator("#status")).to_contain_text("already in the reading queue")
+
+
+def test_popup_shows_bookmarklets_inert_and_dead_links_with_their_archived_copy(
+    browser, server, pages
+):
+    """Issue 25: a `javascript:` bookmark found by search is text with a Copy button, never a
+    link; a dead link with an archived copy says "dead; archived copy from DATE"."""
+    browser.configure(server.served.url, server.served.token)
+    archived = "http://web.archive.org/web/20200102030405/https://gone.example/"
+    records = [
+        {"url": "javascript:document.title='pwned';void(0)", "title": "zeppelin bookmarklet"},
+        {"url": "https://gone.example/", "title": "zeppelin gone", "reachable": False,
+         "archived_url": archived, "archived_at": "2020-01-02T03:04:05Z"},
+    ]  # fmt: skip
+    report = server.served.http.post("/import/json", json=records)
+    assert report.json()["added"] == 2, report.text
+    popup = browser.extension_page("popup.html?url=https://gone.example/&title=Gone")
+    expect(popup.locator("#archived")).to_have_text("dead; archived copy from 2020-01-02")
+    assert popup.get_attribute("#archived a", "href") == archived
+    popup.click("nav button[data-tab=search]")
+    popup.fill("#search", "zeppelin")
+    expect(popup.locator("#search-results li")).to_have_count(2)
+    assert popup.locator("#search-results a[href^='javascript' i]").count() == 0
+    inert = popup.locator("#search-results li").filter(has_text="zeppelin bookmarklet")
+    assert inert.locator("span.inert").count() == 1 and inert.locator("button").count() == 1
+    browser.shot(popup, "popup-inert-and-archived")
