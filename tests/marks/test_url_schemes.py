@@ -63,6 +63,9 @@ def test_health_and_content_skip_them_saying_why(marks, tmp_path):
     health = marks("bookmark", "health")
     assert health.code == 0, health
     assert f"skipped {len(KEPT)} that are not http(s) links" in health.out
+    content = marks("content", "refresh", "--all")
+    assert content.code == 0, content
+    assert f"skipped {len(KEPT)} that are not http(s) pages (never fetched)" in content.out
 
 
 def _round_trip(fmt: str, found: list[str]) -> list[str]:

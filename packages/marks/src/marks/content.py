@@ -89,6 +89,7 @@ class Content:
         self.library = library
         self.store = library.store
         self.options = options or Options()
+        self.not_web = 0  # of the last plan: bookmarks chosen that are not http(s) pages
         # The caller's extractors, then the library's content_extractor plugins, then built-ins.
         self.extractors = [*extractors, *plugin_extractors(library.plugins)]
 
@@ -165,6 +166,11 @@ class Content:
             values += list(bindings)
         web = "(lower(substr(url, 1, 7)) = 'http://' OR lower(substr(url, 1, 8)) = 'https://')"
         condition = " AND ".join(f"({c})" for c in [*clauses, web])
+        # Bookmarklets, file:, mailto:, browser pages...: never fetched, counted for the summary.
+        chosen = " AND ".join(f"({c})" for c in clauses) or "1"
+        self.not_web = self.store.value(
+            f"SELECT count(*) FROM bookmarks WHERE ({chosen}) AND NOT {web}", values
+        )
         self.store.execute(
             "CREATE TEMP TABLE IF NOT EXISTS content_plan "
             "(seq INTEGER PRIMARY KEY, bookmark_id INTEGER, url TEXT)"

@@ -88,6 +88,11 @@ def refresh(
         f"{total} page(s) in {summary.seconds:.1f} s: {counts or 'nothing to do'}",
         err=s.format != "table",
     )
+    if pages.not_web:
+        click.echo(
+            f"skipped {pages.not_web} that are not http(s) pages (never fetched)",
+            err=s.format != "table",
+        )
 
 
 @content.command()
