@@ -71,11 +71,12 @@ def test_import_reports_as_the_cli_and_the_bookmarks_are_tagged(served, home, tm
     assert chrome["browser"] == "chrome" and chrome["errors"] == []
     assert len(chrome["profiles"]) == 2
     report = chrome["report"]
+    # The bookmarklet is kept (issue 25): every bookmark a browser keeps.
     assert (report["added"], report["updated"], report["skipped"], report["invalid"]) == (
-        4,
+        5,
         0,
         0,
-        1,
+        0,
     )
     # The CLI, importing the same home into a library of its own, reports the same.
     assert imported.json() == cli_json(tmp_path / "cli.db", "browser", "import", "chrome")
@@ -86,6 +87,7 @@ def test_import_reports_as_the_cli_and_the_bookmarks_are_tagged(served, home, tm
         "https://docs.python.org/3/library/asyncio.html",
         "https://example.com/",
         "https://wiki.example.org/",
+        "javascript:alert(1)",
     }
     assert found["https://docs.python.org/3/library/asyncio.html"]["tags"] == [
         "Dev/Python-Async",
@@ -93,7 +95,7 @@ def test_import_reports_as_the_cli_and_the_bookmarks_are_tagged(served, home, tm
     ]
 
     again = served.http.post("/browsers/import", json={"browser": "chrome", "update": True})
-    assert again.json()[0]["report"]["updated"] == 4 and total(served) == 4
+    assert again.json()[0]["report"]["updated"] == 5 and total(served) == 5
 
 
 def test_history_dry_run_and_all(served, home):
@@ -104,12 +106,12 @@ def test_history_dry_run_and_all(served, home):
 
     dry = served.http.post("/browsers/import", json={"browser": "all", "dry_run": True})
     assert dry.status_code == 200
-    assert {r["browser"]: r["report"]["added"] for r in dry.json()} == {"chrome": 4, "firefox": 3}
+    assert {r["browser"]: r["report"]["added"] for r in dry.json()} == {"chrome": 5, "firefox": 4}
     assert total(served) == 0  # a rehearsal writes nothing
 
     every = served.http.post("/browsers/import", json={"browser": "all", "history": True})
     assert every.status_code == 200, every.text
-    assert total(served) == 7
+    assert total(served) == 9  # a bookmarklet and a place: query kept (issue 25)
     assert tagged(served, "imported/chrome")["https://example.com/"]["visit_count"] == 2
     mozilla = tagged(served, "imported/firefox")["https://www.mozilla.org/"]
     assert mozilla["visit_count"] == 2 and "oss" in mozilla["tags"]
@@ -133,7 +135,7 @@ def test_a_profile_is_one_the_server_found_and_no_other_path(served, home, tmp_p
         "/browsers/import",
         json={"browser": "chrome", "profile": "~/.config/google-chrome/Default/"},
     )
-    assert tilde.status_code == 200 and tilde.json()[0]["report"]["added"] == 3
+    assert tilde.status_code == 200 and tilde.json()[0]["report"]["added"] == 4
 
     # A readable Chrome profile outside the places browsers keep them is still refused.
     elsewhere = tmp_path / "elsewhere/Default"
@@ -174,7 +176,7 @@ def test_imports_from_another_site_need_the_token(served, home):
     paired = served.http.post(
         "/browsers/import", json={"browser": "chrome"}, headers={**cross, **served.authed()}
     )
-    assert paired.status_code == 200 and total(served) == 4
+    assert paired.status_code == 200 and total(served) == 5
 
 
 def test_errors_are_json_with_their_codes(served, home):
