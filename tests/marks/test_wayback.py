@@ -135,3 +135,49 @@ def test_an_unreadable_api_answer_is_said_and_stores_nothing(marks, tmp_path, ar
     assert "archived copies: 0 of 3" in result.out and "the API answered HTTP 404" in result.out
     got = json.loads(marks("-o", "json", "bookmark", "get", str(ids["kept"])).out)[0]
     assert got["archived_url"] is None
+
+
+def test_marks_serve_health_checks_look_up_archived_copies_when_configured(tmp_path):
+    import os
+    import subprocess
+
+    from support.marksrun import MARKS
+    from support.marksserve import Served, start_marks
+    from support.servers import wait_until
+
+    served_archive = Archive()
+    env = {
+        **os.environ,
+        "XDG_CONFIG_HOME": str(tmp_path / "config"),
+        "XDG_DATA_HOME": str(tmp_path / "data"),
+        "XDG_STATE_HOME": str(tmp_path / "state"),
+    }
+    for key, value in (
+        ("health_confirm_hours", "0"),
+        ("health_retries", "0"),
+        ("health_wayback", "true"),
+        ("wayback_api", served_archive.url + "/available"),
+    ):
+        subprocess.run([MARKS, "config", "set", key, value], env=env, check=True, timeout=60)
+    db = tmp_path / "library.db"
+    served = Served(start_marks(db, tmp_path), db, tmp_path)
+    try:
+        kept = served.add(f"{served_archive.url}/gone/kept", tags=["dead"])["id"]
+        served.add(f"{served_archive.url}/gone/never", tags=["dead"])
+        started = served.http.post("/bookmarks/health", json={"query": "tag:dead"})
+        assert started.status_code == 202, started.text
+        report: dict = {}
+
+        def done() -> bool:
+            report.update(served.http.get(f"/bookmarks/health/{started.json()['id']}").json())
+            return report["state"] != "running"
+
+        assert wait_until(done, timeout=60, interval=0.1), report
+        assert report["state"] == "done" and report["confirmed"] == 2
+        assert report["archived"] == 1
+        got = served.http.get(f"/bookmarks/{kept}").json()
+        assert got["archived_url"].startswith("http://web.archive.org/web/20200102030405/")
+        assert got["archived_at"] == "2020-01-02T03:04:05Z"
+    finally:
+        served.close()
+        served_archive.close()

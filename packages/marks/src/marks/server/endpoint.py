@@ -145,7 +145,16 @@ class Libraries:
     def health_checks(self) -> HealthChecks:
         with self._checks_lock:
             if self._checks is None:
-                self._checks = HealthChecks(self.open_library, self.health_options())
+                from marks.settings import Config
+
+                config = self.settings.config
+                self._checks = HealthChecks(
+                    self.open_library,
+                    self.health_options(),
+                    wayback_api=config.get("wayback_api", Config().wayback_api)
+                    if config.get("health_wayback")
+                    else None,
+                )
             return self._checks
 
 

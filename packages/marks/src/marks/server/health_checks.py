@@ -14,7 +14,7 @@ from typing import Literal
 
 import msgspec
 
-from marks import clock, health
+from marks import clock, health, wayback
 from marks.library import Library
 from marks.server.background import Runs
 from marks.store import Store
@@ -41,6 +41,7 @@ class CheckProgress(msgspec.Struct, kw_only=True):
     error: str | None = None
     results: list[HealthCheck] = []  # in the order they finished, at most MAX_RESULTS
     results_omitted: int = 0
+    archived: int = 0  # confirmed-broken links given an archived copy (config health_wayback)
 
 
 class _Run:
@@ -54,9 +55,15 @@ class _Run:
 class HealthChecks:
     """The server's batch checks: at most one running, the last few finished (`Runs`)."""
 
-    def __init__(self, open_library: Callable[[], Library], options: health.Options) -> None:
+    def __init__(
+        self,
+        open_library: Callable[[], Library],
+        options: health.Options,
+        wayback_api: str | None = None,
+    ) -> None:
         self._open_library = open_library  # a new connection, for the check's own thread
         self.options = options
+        self.wayback_api = wayback_api  # set: archived copies of confirmed-broken links
         self._runs: Runs[_Run] = Runs("check")
         self._lock = self._runs.lock
 
@@ -122,6 +129,12 @@ class HealthChecks:
         problem = None
         try:
             checker.run(selection, on_result=on_result, summary=run.summary)
+            if self.wayback_api and run.summary.confirmed:
+                found = wayback.look_up(
+                    library, run.summary.confirmed, self.wayback_api, self.options.timeout
+                )
+                with self._lock:
+                    progress.archived = sum(item.url is not None for item in found)
         except BaseException as failure:  # kept readable as the check's error, never lost
             state = "failed"
             problem = f"{type(failure).__name__}: {failure}".splitlines()[0]
