@@ -57,6 +57,11 @@ class Summary:
     not_http: int = 0
     by_result: dict[str, int] = field(default_factory=dict)
     unconfirmed: list[int] = field(default_factory=list)  # failing, not yet confirmed
+    failed_again: list[int] = field(default_factory=list)  # of those, failing on earlier checks too
+    # The latest start of a run of failures among the unconfirmed (first failures; failed again):
+    # a check `confirm_hours` after it can confirm them all.
+    first_failing_since: dt.datetime | None = None
+    again_failing_since: dt.datetime | None = None
     confirmed: list[int] = field(default_factory=list)
     hosts_down: dict[str, int] = field(default_factory=dict)  # host -> links not tried
     seconds: float = 0.0
@@ -65,8 +70,21 @@ class Summary:
     def add(self, check: HealthCheck) -> None:
         self.checked += 1
         self.by_result[check.result] = self.by_result.get(check.result, 0) + 1
-        if not check.reachable:
-            (self.confirmed if check.confirmed else self.unconfirmed).append(check.id)
+        if check.reachable:
+            return
+        if check.confirmed:
+            self.confirmed.append(check.id)
+            return
+        self.unconfirmed.append(check.id)
+        now = check.checked_at
+        since = check.failing_since or now
+        if since is None or now is None:
+            return
+        if since < now:
+            self.failed_again.append(check.id)
+            self.again_failing_since = max(since, self.again_failing_since or since)
+        else:
+            self.first_failing_since = max(since, self.first_failing_since or since)
 
 
 def options_from_config(config: dict[str, Any], **overrides: float | None) -> Options:

@@ -34,6 +34,15 @@ def _selection(
     return chosen
 
 
+def _report(done: str, name: str, added: int, had: int) -> None:
+    """Say what changed (`done`), and apart the bookmarks that already had the tag."""
+    if added == 0:
+        message = f"nothing changed: {had} bookmark(s) already had {name!r}"
+    else:
+        message = done + (f", {had} already had it" if had else "")
+    click.echo(message, err=True)
+
+
 @tag.command(name="list")
 def list_() -> None:
     """Every tag with its bookmark count (descendants included)."""
@@ -110,7 +119,7 @@ def add(
     if len(chosen) > 1 and (all_bookmarks or starred or filter_tags):
         confirm(f"Add tag {name!r} to {len(chosen)} bookmarks?")
     added = state().library.tag_add(name, chosen)
-    click.echo(f"tagged {added} bookmark(s) with {name!r}", err=True)
+    _report(f"tagged {added} bookmark(s) with {name!r}", name, added, len(chosen) - added)
 
 
 @tag.command()
@@ -156,7 +165,7 @@ def copy(name: str, to_ids: str | None, starred: bool, filter_tags: tuple[str, .
     if len(chosen) > 1:
         confirm(f"Copy tag {name!r} to {len(chosen)} bookmarks?")
     added = state().library.tag_copy(name, chosen)
-    click.echo(f"copied {name!r} to {added} bookmark(s)", err=True)
+    _report(f"copied {name!r} to {added} bookmark(s)", name, added, len(chosen) - added)
 
 
 @tag.command(name="filter")

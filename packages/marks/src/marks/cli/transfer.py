@@ -12,6 +12,7 @@ import click
 from marks.cli import Group, global_options, state
 from marks.cli import output as show
 from marks.cli.browser import add_import_commands as add_browser_imports
+from marks.printable import escape
 
 if TYPE_CHECKING:
     from marks.importing import ProblemLog
@@ -75,7 +76,7 @@ def _show(report: "ImportReport", log: "ProblemLog", verbose: bool) -> None:
 
     s = state()
     for warning in report.warnings:
-        click.echo(f"warning: {warning}", err=True)
+        click.echo(f"warning: {escape(warning)}", err=True)
     if s.format == "json":
         show.emit_json_chunks(report_json(report, log))
     else:
@@ -90,7 +91,7 @@ def _show(report: "ImportReport", log: "ProblemLog", verbose: bool) -> None:
             click.echo(f"{report.undated} without a date: import time used", err=True)
     if verbose:
         for line in log:
-            click.echo(f"  {line}", err=True)
+            click.echo(f"  {escape(line)}", err=True)
 
 
 def _import_command(fmt: str, summary: str, *, hidden: bool = False) -> click.Command:
@@ -151,7 +152,8 @@ def _write(fmt: str, target: str | None, **options: Any) -> None:
 
     library = state().library
     if target in (None, "-"):
-        count = run_export(library, fmt, sys.stdout, **options)
+        out = sys.stdout if fmt == "json" else show.text_out()
+        count = run_export(library, fmt, out, **options)
     else:
         # Write beside the target and rename: a failed export never leaves half a file.
         directory = os.path.dirname(os.path.abspath(target))
