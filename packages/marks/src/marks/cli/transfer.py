@@ -33,7 +33,12 @@ class ImportGroup(Group):
 @click.group(name="import", cls=ImportGroup)
 @global_options
 def import_() -> None:
-    """Import bookmarks from files (all or nothing): `marks import FILE` detects the format."""
+    """Import bookmarks from files: `marks import FILE` detects the format.
+
+    Entries that are invalid are skipped and counted (--verbose lists them; --strict refuses the
+    whole file instead). An import is one transaction: a file that is not its format, an error
+    or Ctrl-C leaves the library as it was.
+    """
 
 
 def _run_import(fmt: str, path: str, verbose: bool, **options: Any) -> None:
@@ -86,7 +91,8 @@ def _show(report: "ImportReport", log: "ProblemLog", verbose: bool) -> None:
             err=True,
         )
         if report.repaired:
-            click.echo(f"{report.repaired} repaired (--verbose lists them)", err=True)
+            listed = "listed below" if verbose else "--verbose lists them"
+            click.echo(f"{report.repaired} repaired ({listed})", err=True)
         if report.undated:
             click.echo(f"{report.undated} without a date: import time used", err=True)
     if verbose:
