@@ -67,7 +67,8 @@ class Summary:
     seconds: float = 0.0
     interrupted: bool = False
 
-    def add(self, check: HealthCheck) -> None:
+    def add(self, check: HealthCheck, again: bool = False) -> None:
+        """Count a result; `again`: a failure after an earlier failure of the same run."""
         self.checked += 1
         self.by_result[check.result] = self.by_result.get(check.result, 0) + 1
         if check.reachable:
@@ -76,14 +77,12 @@ class Summary:
             self.confirmed.append(check.id)
             return
         self.unconfirmed.append(check.id)
-        now = check.checked_at
-        since = check.failing_since or now
-        if since is None or now is None:
-            return
-        if since < now:
+        since = check.failing_since or check.checked_at
+        if again:
             self.failed_again.append(check.id)
-            self.again_failing_since = max(since, self.again_failing_since or since)
-        else:
+            if since is not None:
+                self.again_failing_since = max(since, self.again_failing_since or since)
+        elif since is not None:
             self.first_failing_since = max(since, self.first_failing_since or since)
 
 
@@ -251,8 +250,8 @@ class Health:
         gate = linkcheck.HostGate()
 
         def finished(item: tuple[int, str], verdict: linkcheck.Verdict) -> None:
-            check = self._judge(item[0], item[1], verdict)
-            summary.add(check)
+            check, again = self._judge(item[0], item[1], verdict)
+            summary.add(check, again)
             if not dry_run:
                 pending.append(check)
                 if len(pending) >= FLUSH_EVERY:
@@ -301,18 +300,23 @@ class Health:
                 finished,
             )
 
-    def _judge(self, bookmark_id: int, url: str, verdict: linkcheck.Verdict) -> HealthCheck:
+    def _judge(
+        self, bookmark_id: int, url: str, verdict: linkcheck.Verdict
+    ) -> tuple[HealthCheck, bool]:
+        """The check's result, and whether it is a failure after an earlier one (of this run)."""
         now = self.library.now()
         since = None
+        again = False
         if not verdict.reachable:
             previous = self.store.one(
                 "SELECT reachable, failing_since FROM health_checks WHERE bookmark_id = ? "
                 "ORDER BY id DESC LIMIT 1",
                 (bookmark_id,),
             )
-            earlier = previous[1] if previous is not None and not previous[0] else None
+            again = previous is not None and not previous[0]
+            earlier = previous[1] if previous is not None and again else None
             since = clock.from_text(earlier) if earlier else now
-        return HealthCheck(
+        check = HealthCheck(
             id=bookmark_id,
             url=url,
             result=verdict.result,
@@ -326,6 +330,7 @@ class Health:
             failing_since=since,
             confirmed=self._confirmed(verdict.reachable, now, since),
         )
+        return check, again
 
     def _store(self, pending: list[HealthCheck]) -> None:
         if not pending:
