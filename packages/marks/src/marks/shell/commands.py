@@ -371,7 +371,8 @@ class Commands:
             if count == 0:
                 self.out(f"{name}: nothing changed, {had} bookmark(s) already had it")
             else:
-                self.out(f"tagged {count} bookmark(s) with {name}, {had} already had it")
+                already = f", {had} already had it" if had else ""
+                self.out(f"tagged {count} bookmark(s) with {name}{already}")
 
     @command("untag TAG...", "remove tags from this bookmark, or from every bookmark here")
     def do_untag(self, args: list[str]) -> None:
