@@ -16,6 +16,7 @@ from marks.formats import csvfile
 from marks.library import Library
 from marks.store import Store
 from support.marksrun import MARKS
+from support.websites import Websites
 
 CLEAR = "\x1b[2J"
 CLIPBOARD = "\x1b]52;c;ZXZpbA==\x07"  # OSC 52: sets the clipboard to "evil"
@@ -57,6 +58,34 @@ def test_every_format_but_json_shows_control_characters_as_escapes(marks):
     # JSON is for programs: the text exactly as stored.
     (item,) = json.loads(marks("-o", "json", "bookmark", "list").out)
     assert (item["title"], item["description"]) == (TITLE, DESCRIPTION)
+
+
+def test_tag_names_are_shown_escaped(marks):
+    added = marks("bookmark", "add", "https://t.example/", "--tags", f"red{CLEAR}/x", "--no-fetch")
+    assert added.code == 0, added.err
+    for argv in (
+        ["tag", "tree"],
+        ["tag", "list"],
+        ["tag", "stats"],
+        ["-o", "plain", "tag", "list"],
+    ):
+        result = marks(*argv)
+        assert result.code == 0 and "red\\x1b[2J" in result.out, (argv, result.out)
+        _no_controls(result.out)
+
+
+def test_a_hostile_page_is_shown_escaped(marks):
+    with Websites(hosts=1) as web:
+        web.pages["evil"] = (f"Evil{CLIPBOARD}", f"Text that clears{CLEAR} the screen")
+        added = marks("bookmark", "add", web.url("/page/evil"))  # the title is fetched
+        assert added.code == 0, added.err
+        assert "title: Evil\\x1b]52;c;ZXZpbA==\\x07" in added.out
+        refreshed = marks("content", "refresh", "1", "--verbose")
+        assert refreshed.code == 0, refreshed.err
+        _no_controls(refreshed.out)
+    text = marks("content", "view", "1")
+    assert text.code == 0 and "clears\\x1b[2J the screen" in text.out
+    _no_controls(text.out)
 
 
 def test_the_shell_shows_titles_escaped(marks):

@@ -7,6 +7,7 @@ import click
 
 from marks.cli import Group, confirm, global_options, state
 from marks.cli import output as show
+from marks.printable import escape
 
 if TYPE_CHECKING:
     from marks.wire import TagCount
@@ -67,7 +68,7 @@ def tree() -> None:
         return
     for item in counts:
         depth = item.name.count("/")
-        click.echo(f"{'  ' * depth}{item.name.rsplit('/', 1)[-1]} ({item.count})")
+        click.echo(f"{'  ' * depth}{escape(item.name.rsplit('/', 1)[-1])} ({item.count})")
 
 
 def _nested(counts: "list[TagCount]") -> list[dict]:
@@ -97,7 +98,8 @@ def stats() -> None:
         click.echo(f"{key.replace('_', ' '):>11}: {getattr(summary, key)}")
     if summary.most_used:
         click.echo(
-            "  most used: " + ", ".join(f"{u.tag} ({u.bookmarks})" for u in summary.most_used)
+            "  most used: "
+            + ", ".join(f"{escape(u.tag)} ({u.bookmarks})" for u in summary.most_used)
         )
 
 
