@@ -23,6 +23,7 @@ from marks.wire import Bookmark
 
 COLUMNS = ["id", *Bookmark.__struct_fields__[1:]]  # the id first, then every field
 FORMULA = ("=", "+", "-", "@", "\t", "\r")  # what a spreadsheet may start a formula with
+_GUARDED = "'=+-@\t\r"  # the first characters of a cell that may need the guard
 ALIASES = {
     "url": ("url", "href", "link", "uri", "address"),
     "title": ("title", "name"),
@@ -73,7 +74,7 @@ FOLDER_FLAGS = {
 
 def guard(cell: str) -> str:
     """The cell as written: with a leading `'` if a spreadsheet could take it for a formula."""
-    if cell[:1] in ("'", *FORMULA) and cell.lstrip("'").startswith(FORMULA):
+    if cell and cell[0] in _GUARDED and cell.lstrip("'").startswith(FORMULA):
         return "'" + cell
     return cell
 
