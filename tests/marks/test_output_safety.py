@@ -8,7 +8,7 @@ import json
 import os
 
 import pexpect
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from marks import transfer
@@ -134,6 +134,7 @@ def test_formula_cells_are_guarded_and_imported_back_exactly(library, tmp_path, 
         library.add(f"https://f.example/{number}", title=title, description=title)
     library.add("https://f.example/tag", title="'=already quoted", tags=["@home", "work"])
     library.add("https://f.example/plain", title="'just an apostrophe")
+    library.add("https://f.example/cr", title="a bare\rCR", description="'\r=x and\r\nCRLF")
     out = io.StringIO()
     transfer.export(library, "csv", out)
     rows = list(csv.DictReader(io.StringIO(out.getvalue())))
@@ -173,6 +174,8 @@ def test_the_guard_is_undone_exactly_and_never_leaves_a_formula(cell):
     max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
 @given(st.lists(st.tuples(PREFIXES, TEXT).map("".join), min_size=1, max_size=6))
+@example(["a bare\rCR"])  # was written unquoted: the import then refused the whole file
+@example(["=1+1", "'=1", "''-x", "'tis", "@home"])
 def test_csv_round_trip_with_formula_prefixes_and_apostrophes(tmp_path_factory, texts):
     original = Library(Store(tmp_path_factory.mktemp("lib") / "library.db"))
     for number, value in enumerate(texts):

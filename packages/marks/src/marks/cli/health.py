@@ -221,13 +221,12 @@ def health(
 
 def show_csv(check: "HealthCheck") -> str:
     """One result as a CSV line (booleans as marks' CSV writes them, cells guarded)."""
-    import csv
     import io
 
-    from marks.formats.csvfile import guard
+    from marks.formats.csvfile import Writer, guard
 
     buffer = io.StringIO()
-    csv.writer(buffer, lineterminator="").writerow(
+    Writer(buffer).writerow(
         [
             check.id,
             check.url,
@@ -239,4 +238,4 @@ def show_csv(check: "HealthCheck") -> str:
             guard(check.detail),
         ]
     )
-    return buffer.getvalue()
+    return buffer.getvalue().removesuffix("\n")

@@ -6,7 +6,6 @@ plain and urls; in CSV when it goes to a terminal (a file or a pipe gets the dat
 `ls` shows names). Tables fit the terminal; piped, nothing is cut.
 """
 
-import csv
 import datetime as dt
 import shutil
 import sys
@@ -86,7 +85,7 @@ def _csv(hits: Sequence[SearchHit], first: tuple[str, Sequence[str]] | None) -> 
         *csvfile.COLUMNS,
         *(["score", "snippet"] if scored else []),
     ]
-    writer = csv.writer(text_out(), lineterminator="\n")
+    writer = csvfile.Writer(text_out())
     writer.writerow(headers)
     for number, hit in enumerate(hits):
         row = csvfile.cells(hit.bookmark)
@@ -159,9 +158,9 @@ def records(rows: Sequence[dict[str, Any]], fmt: str) -> None:
         return
     headers = list(rows[0])
     if fmt == "csv":
-        from marks.formats.csvfile import guard
+        from marks.formats.csvfile import Writer, guard
 
-        writer = csv.writer(text_out(), lineterminator="\n")
+        writer = Writer(text_out())
         writer.writerow(headers)
         for row in rows:
             writer.writerow([guard(v) if isinstance(v, str) else v for v in row.values()])

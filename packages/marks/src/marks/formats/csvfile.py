@@ -110,8 +110,26 @@ def cells(b: Bookmark) -> list[object]:
     ]
 
 
+class Writer:
+    """`csv.writer` with `\n` line ends that also quotes a row holding a bare CR. The csv module
+    quotes only a cell with the delimiter, a quote or a character of the line terminator, so with
+    `\n` it wrote `a\rb` bare, and every reader took the CR for the end of the row: the whole
+    file was refused on import. Such a row is written with every cell quoted (always valid CSV)."""
+
+    def __init__(self, out: TextIO) -> None:
+        self.minimal = csv.writer(out, lineterminator="\n")
+        self.quoted = csv.writer(out, lineterminator="\n", quoting=csv.QUOTE_ALL)
+
+    def writerow(self, row: Iterable[object]) -> None:
+        cells = list(row)
+        if any(isinstance(cell, str) and "\r" in cell for cell in cells):
+            self.quoted.writerow(cells)
+        else:
+            self.minimal.writerow(cells)
+
+
 def write(bookmarks: Iterable[Bookmark], out: TextIO) -> int:
-    writer = csv.writer(out, lineterminator="\n")
+    writer = Writer(out)
     writer.writerow(COLUMNS)
     count = 0
     for b in bookmarks:
