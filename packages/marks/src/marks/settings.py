@@ -56,6 +56,7 @@ class Config(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     server_names: list[str] = msgspec.field(default_factory=list)
     cors_origins: list[str] = msgspec.field(default_factory=list)
     api_token: str = ""
+    server_access_log: bool = True
     # `bookmark health` and `content refresh`
     health_concurrency: Annotated[int, msgspec.Meta(ge=1)] = 20
     health_per_host: Annotated[int, msgspec.Meta(ge=1)] = 4
@@ -79,6 +80,7 @@ HELP: dict[str, str] = {
     "server_names": "extra Host names the server answers to (DNS-rebinding guard), comma separated",
     "cors_origins": "web origins allowed to call the API (never `*`), comma separated",
     "api_token": "token clients send as `Authorization: Token ...` (`marks config token`)",
+    "server_access_log": "`marks serve` writes a line per request on stderr (combined log format)",
     "health_concurrency": "links `bookmark health` checks at once",
     "health_per_host": "links of one host checked at once",
     "health_timeout": "seconds a link (or a page) may take to answer",

@@ -4,6 +4,7 @@ import click
 
 from marks.cli import Group, WordsCommand, confirm, global_options, state
 from marks.cli import output as show
+from marks.printable import escape
 
 GRANULARITY = {"year": 4, "month": 7, "day": 10}
 
@@ -55,7 +56,7 @@ def add(
         enriched = pagemeta.enrich(s.library, added)
         added = enriched.bookmark
         if enriched.note:
-            click.echo(f"marks: {enriched.note}", err=True)
+            click.echo(f"marks: {escape(enriched.note)}", err=True)
     show.bookmark_detail(added, s.format)
 
 

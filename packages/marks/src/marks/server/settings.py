@@ -34,6 +34,7 @@ class ServerSettings:
     upload_limit: int = UPLOAD_LIMIT
     tls: bool = False
     busy_timeout_ms: int = 30_000  # wait for the CLI's import rather than fail
+    access_log: bool = False  # a line per request on stderr (`marks serve` turns it on)
     extra: dict = field(default_factory=dict)
     # The config file's values the services read: health_* options, which plugins run.
     config: dict = field(default_factory=dict)
