@@ -341,7 +341,7 @@ STEPS: list[Migration] = [
         data BLOB NOT NULL                     -- zlib-compressed
     );
     CREATE TABLE snapshots (
-        id INTEGER PRIMARY KEY,
+        id INTEGER PRIMARY KEY AUTOINCREMENT,  -- never reused: a link to a snapshot stays its
         bookmark_id INTEGER NOT NULL REFERENCES bookmarks (id) ON DELETE CASCADE,
         taken_at TEXT NOT NULL,
         url TEXT NOT NULL,                     -- the page's URL (after redirects)

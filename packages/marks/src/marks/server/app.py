@@ -21,6 +21,7 @@ from marks.server import (
     routes_library,
     routes_plugins,
     routes_queue,
+    routes_snapshots,
     routes_tags,
     routes_transfer,
 )
@@ -41,6 +42,7 @@ MODULES = (
     routes_library,
     routes_plugins,
     routes_queue,
+    routes_snapshots,
     routes_tags,
     routes_transfer,
 )

@@ -90,7 +90,7 @@ class Snapshots:
             clauses.append(where)
             values += list(bindings)
         if missing:
-            clauses.append("NOT EXISTS (SELECT 1 FROM snapshots s WHERE s.bookmark_id = id)")
+            clauses.append("NOT EXISTS (SELECT 1 FROM snapshots s WHERE s.bookmark_id = bookmarks.id)")
         condition = " AND ".join(f"({c})" for c in clauses)
         web = "(lower(substr(url, 1, 7)) = 'http://' OR lower(substr(url, 1, 8)) = 'https://')"
         skipped = [
