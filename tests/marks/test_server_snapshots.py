@@ -40,8 +40,10 @@ def _raw_snapshot(db, bookmark_id: int, html: str) -> int:
 
 def test_capture_list_view_and_delete(served):
     bookmark = served.add("https://captured.example/", title="Captured")
-    sent = served.http.post(f"/bookmarks/{bookmark['id']}/snapshots",
-                            json={"html": ATTACK, "url": "https://captured.example/"})  # fmt: skip
+    sent = served.http.post(
+        f"/bookmarks/{bookmark['id']}/snapshots",
+        json={"html": ATTACK, "url": "https://captured.example/"},
+    )
     assert sent.status_code == 201, sent.text
     snapshot = sent.json()
     assert snapshot["source"] == "browser" and snapshot["bookmark_id"] == bookmark["id"]
@@ -69,8 +71,9 @@ def test_capture_list_view_and_delete(served):
 
 def test_bad_captures_are_refused_with_json_errors(served):
     bookmark = served.add("https://captured.example/")
-    too_big = served.http.post(f"/bookmarks/{bookmark['id']}/snapshots",
-                               json={"html": "<p>" + "x" * (21 * 1024 * 1024)})  # fmt: skip
+    too_big = served.http.post(
+        f"/bookmarks/{bookmark['id']}/snapshots", json={"html": "<p>" + "x" * (21 * 1024 * 1024)}
+    )
     assert too_big.status_code == 413 and too_big.json()["error"] == "Payload too large"
     missing = served.http.post("/bookmarks/999/snapshots", json={"html": "<p>x</p>"})
     assert missing.status_code == 404 and missing.json()["error"] == "Not found"
@@ -110,9 +113,14 @@ def test_opening_a_hostile_snapshot_changes_nothing(served, browser, tmp_path):
     page.on("request", lambda request: calls.append((request.method, request.url)))
     # The control: the same HTML served from marks' origin without the sandbox does run, and
     # deletes a bookmark -- so what follows would see it if the sandbox let anything through.
-    page.route(f"{served.url}/control", lambda route: route.fulfill(
-        status=200, content_type="text/html",
-        body=ATTACK.replace("/bookmarks/1", f"/bookmarks/{control['id']}")))  # fmt: skip
+    page.route(
+        f"{served.url}/control",
+        lambda route: route.fulfill(
+            status=200,
+            content_type="text/html",
+            body=ATTACK.replace("/bookmarks/1", f"/bookmarks/{control['id']}"),
+        ),
+    )
     with page.expect_request_finished(lambda request: request.method == "DELETE"):
         page.goto(f"{served.url}/control")
     assert page.title() == "ran"
@@ -151,8 +159,11 @@ def test_stored_pages_stay_compressed_in_the_database(served):
     assert sent.status_code == 201
     store = Store(served.db)
     try:
-        stored = store.value("SELECT data FROM snapshot_blobs b JOIN snapshots s "
-                             "ON s.blob = b.sha256 WHERE s.id = ?", (sent.json()["id"],))  # fmt: skip
+        stored = store.value(
+            "SELECT data FROM snapshot_blobs b JOIN snapshots s "
+            "ON s.blob = b.sha256 WHERE s.id = ?",
+            (sent.json()["id"],),
+        )
     finally:
         store.close()
     assert len(stored) < len(page) / 20 and b"same sentence" in zlib.decompress(stored)

@@ -46,7 +46,9 @@ def _snapshot(marks, tmp_path, sid=1) -> str:
     return (tmp_path / f"s{sid}.html").read_text(encoding="utf-8")
 
 
-def test_take_inlines_everything_from_the_other_host_and_removes_every_script(marks, site, tmp_path):
+def test_take_inlines_everything_from_the_other_host_and_removes_every_script(
+    marks, site, tmp_path
+):
     _ok(marks("bookmark", "add", site.url("/article"), "--no-fetch"))
     result = _ok(marks("snapshot", "take", "1", "--verbose"))
     assert "stored" in result.out and "1 page(s)" in result.out
@@ -86,7 +88,7 @@ def test_one_fetch_one_store_shared_with_content_and_search(marks, site, tmp_pat
     assert site.hits["/article"] == 1
     # The same fetch is the bookmark's page content: its original, its text, its title.
     raw = _ok(marks("content", "view", "1", "--raw")).out
-    assert "document.title = \"pwned by script\"" in raw  # the page as served
+    assert 'document.title = "pwned by script"' in raw  # the page as served
     assert "skerries" in _ok(marks("content", "view", "1")).out
     assert json.loads(_ok(marks("-o", "json", "bookmark", "get", "1")).out)[0]["title"] == (
         "Lighthouse keepers"
@@ -100,8 +102,12 @@ def test_one_fetch_one_store_shared_with_content_and_search(marks, site, tmp_pat
     try:
         assert store.value("SELECT count(*) FROM snapshots") == 2
         assert store.value("SELECT count(*) FROM snapshot_blobs") == 2  # original + snapshot
-        assert store.value("SELECT count(*) FROM pragma_table_info('page_content') "
-                           "WHERE name = 'original'") == 0  # fmt: skip
+        assert (
+            store.value(
+                "SELECT count(*) FROM pragma_table_info('page_content') WHERE name = 'original'"
+            )
+            == 0
+        )
     finally:
         store.close()
 
@@ -142,7 +148,9 @@ def test_what_cannot_be_snapshotted_is_skipped_or_failed_with_a_reason(marks, si
     assert sorted(item["bookmark_id"] for item in again) == [2, 3, 4]
     assert site.hits["/article"] == 1
     bad = marks("snapshot", "take")
-    assert bad.code == 1 and bad.err.count("\n") == 1 and "IDS, --query EXPR or --missing" in bad.err
+    assert (
+        bad.code == 1 and bad.err.count("\n") == 1 and "IDS, --query EXPR or --missing" in bad.err
+    )
 
 
 def test_list_view_export_delete_and_prune(marks, site, tmp_path, db_path):
@@ -153,7 +161,9 @@ def test_list_view_export_delete_and_prune(marks, site, tmp_path, db_path):
     assert [item["id"] for item in listed] == [3, 2, 1]
     assert {item["source"] for item in listed} == {"fetch"}
     assert _ok(marks("snapshot", "prune", "--keep", "1", "--yes")).err.startswith("deleted 2")
-    assert [i["id"] for i in json.loads(_ok(marks("-o", "json", "snapshot", "list", "1")).out)] == [3]
+    assert [i["id"] for i in json.loads(_ok(marks("-o", "json", "snapshot", "list", "1")).out)] == [
+        3
+    ]
     _ok(marks("snapshot", "delete", "3"))
     assert json.loads(_ok(marks("-o", "json", "snapshot", "list")).out) == []
     store = Store(db_path)
@@ -161,8 +171,12 @@ def test_list_view_export_delete_and_prune(marks, site, tmp_path, db_path):
         assert store.value("SELECT count(*) FROM snapshot_blobs") == 1
     finally:
         store.close()
-    for args in (("view", "3"), ("export", "3", str(tmp_path / "x.html")), ("delete", "3"),
-                 ("list", "99")):  # fmt: skip
+    for args in (
+        ("view", "3"),
+        ("export", "3", str(tmp_path / "x.html")),
+        ("delete", "3"),
+        ("list", "99"),
+    ):
         failed = marks("snapshot", *args)
         assert failed.code == 1 and failed.err.count("\n") == 1, (args, failed)
     _ok(marks("snapshot", "take", "1"))
@@ -191,8 +205,11 @@ def test_backup_and_integrity_include_snapshots(marks, site, tmp_path, db_path):
     # A stored page whose bytes changed is found and named.
     store = Store(db_path)
     try:
-        store.execute("UPDATE snapshot_blobs SET data = ? WHERE sha256 = "
-                      "(SELECT blob FROM snapshots WHERE id = 1)", (zlib.compress(b"tampered"),))  # fmt: skip
+        store.execute(
+            "UPDATE snapshot_blobs SET data = ? WHERE sha256 = "
+            "(SELECT blob FROM snapshots WHERE id = 1)",
+            (zlib.compress(b"tampered"),),
+        )
     finally:
         store.close()
     broken = marks("db", "integrity")
@@ -206,8 +223,10 @@ def test_an_older_file_moves_its_page_originals_into_the_store(tmp_path, marks, 
     for script in schema.MIGRATIONS[:8]:
         db.execute(script)
     db.execute("PRAGMA user_version = 8")
-    db.execute("INSERT INTO bookmarks (url, url_key, title, added) VALUES "
-               "('https://old.example/', 'https://old.example', 'Old', '2026-01-01T00:00:00Z')")  # fmt: skip
+    db.execute(
+        "INSERT INTO bookmarks (url, url_key, title, added) VALUES "
+        "('https://old.example/', 'https://old.example', 'Old', '2026-01-01T00:00:00Z')"
+    )
     body = b"<html><body><p>kept before snapshots</p></body></html>"
     for bookmark in (1,):
         db.execute(

@@ -72,11 +72,23 @@ class SnapshotSite:
         app = web.Application(middlewares=[self._count])
         add = app.router.add_get
         add("/article", self._article)
-        add("/css/site.css", self._text('@import url("fonts.css") screen;\n'
-                                         "body { color: #123456 }\n"
-                                         ".logo { background-image: url(../img/logo.png) }", "css"))
-        add("/css/fonts.css", self._text('@font-face { font-family: Keeper; src: '
-                                          'url("/fonts/keeper.woff2") format("woff2") }', "css"))
+        add(
+            "/css/site.css",
+            self._text(
+                '@import url("fonts.css") screen;\n'
+                "body { color: #123456 }\n"
+                ".logo { background-image: url(../img/logo.png) }",
+                "css",
+            ),
+        )
+        add(
+            "/css/fonts.css",
+            self._text(
+                "@font-face { font-family: Keeper; src: "
+                'url("/fonts/keeper.woff2") format("woff2") }',
+                "css",
+            ),
+        )
         add("/css/imported.css", self._text("h1 { letter-spacing: 2px } /* imported */", "css"))
         add("/js/app.js", self._text("document.title = 'pwned';", "javascript"))
         add("/img/{name}", self._image)

@@ -3,7 +3,8 @@
 `refresh` fetches with the shared client rules (`webclient`), at most `MAX_BYTES` per page, and
 asks again with `If-None-Match` / `If-Modified-Since` so unchanged pages are not downloaded twice.
 The original is kept once in the page store (`marks.pagestore`, shared with snapshots), the text
-goes into `page_content.text`, which the full-text index includes (schema 3). Empty titles and descriptions of the bookmark are filled from the page.
+goes into `page_content.text`, which the full-text index includes (schema 3). Empty titles and
+descriptions of the bookmark are filled from the page.
 A failed fetch never erases what was stored before.
 
 Extractors are plain callables `Page -> Extracted | None`, asked in order before the built-in ones:

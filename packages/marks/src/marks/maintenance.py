@@ -1,10 +1,9 @@
 """Looking after the database: facts about it, near-duplicate merging, the search index."""
 
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
-
 import os
 import tempfile
 from pathlib import Path
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import apsw
 
@@ -50,7 +49,9 @@ def info(library: Library) -> dict:
         "full_text_search": store.has_fts,
         # Kept pages (snapshots and content originals) live in this file, each body once.
         "snapshots": store.value("SELECT count(*) FROM snapshots"),
-        "stored_pages_bytes": store.value("SELECT coalesce(sum(length(data)), 0) FROM snapshot_blobs"),
+        "stored_pages_bytes": store.value(
+            "SELECT coalesce(sum(length(data)), 0) FROM snapshot_blobs"
+        ),
     }
 
 

@@ -41,7 +41,9 @@ def collect(store: Store, digests: "list[str] | None" = None) -> int:
         "AND NOT EXISTS (SELECT 1 FROM page_content c WHERE c.blob = snapshot_blobs.sha256)"
     )
     if digests is None:
-        return len(store.execute(f"DELETE FROM snapshot_blobs WHERE {unused} RETURNING 1").fetchall())
+        return len(
+            store.execute(f"DELETE FROM snapshot_blobs WHERE {unused} RETURNING 1").fetchall()
+        )
     removed = 0
     for digest in set(digests):
         removed += len(

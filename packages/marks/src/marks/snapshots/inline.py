@@ -105,7 +105,9 @@ class Inliner:
             sheet = await self._stylesheet(target, depth + 1) if depth < IMPORT_DEPTH else None
             if sheet is None and depth >= IMPORT_DEPTH:
                 self.omitted.append(Omitted(target, f"@import nested over {IMPORT_DEPTH} deep"))
-            replacement = "" if sheet is None else (f"@media {media} {{{sheet}}}" if media else sheet)
+            replacement = (
+                "" if sheet is None else (f"@media {media} {{{sheet}}}" if media else sheet)
+            )
             text = text.replace(statement, replacement, 1)
         found = {m.group(0): m for m in _CSS_URL.finditer(text)}
         targets = {}
@@ -147,14 +149,22 @@ class Inliner:
         for node in tree.css("a[href], area[href], form[action]"):
             name = "action" if node.tag == "form" else "href"
             value = node.attributes.get(name)
-            if value is not None and not value.startswith("#") and not sanitise.is_script_url(value):
+            if (
+                value is not None
+                and not value.startswith("#")
+                and not sanitise.is_script_url(value)
+            ):
                 node.attrs[name] = urljoin(base, value)
         sanitise.clean_tree(tree)
         head = tree.head
-        if head is not None and tree.css_first("meta[charset]") is None:
-            head.insert_child(LexborHTMLParser('<meta charset="utf-8">').css_first("meta"))
         for node in tree.css("meta[charset]"):
-            node.attrs["charset"] = "utf-8"  # the snapshot is stored as UTF-8, whatever it was
+            node.decompose()  # the snapshot is UTF-8, whatever the page was: said first, below
+        meta = LexborHTMLParser('<meta charset="utf-8">').css_first("meta")
+        if head is not None and meta is not None:
+            if head.first_child is not None:
+                head.first_child.insert_before(meta)
+            else:
+                head.insert_child(meta)
         return tree.html or ""
 
     async def _link(self, node: LexborNode, base: str) -> None:
@@ -199,7 +209,9 @@ class Inliner:
                 node.attrs[name] = uri
 
     async def _srcset(self, node: LexborNode, base: str) -> None:
-        candidates = [c.strip().split()[0] for c in (node.attributes.get("srcset") or "").split(",")]
+        candidates = [
+            c.strip().split()[0] for c in (node.attributes.get("srcset") or "").split(",")
+        ]
         candidates = [c for c in candidates if c]
         src = node.attributes.get("src")
         del node.attrs["srcset"]
@@ -229,8 +241,10 @@ class Inliner:
             return
         target = urldefrag(urljoin(base, src)).url
         if depth >= IFRAME_DEPTH or not target.lower().startswith(("http:", "https:")):
-            reason = f"iframe nested over {IFRAME_DEPTH} deep" if depth >= IFRAME_DEPTH else (
-                "iframe not on the web"
+            reason = (
+                f"iframe nested over {IFRAME_DEPTH} deep"
+                if depth >= IFRAME_DEPTH
+                else ("iframe not on the web")
             )
             self.omitted.append(Omitted(target, reason))
             node.decompose()

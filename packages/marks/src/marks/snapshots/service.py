@@ -9,6 +9,7 @@ serialised: capped and sanitised again here, since the server trusts no client.
 """
 
 import asyncio
+import datetime as dt
 import os
 import tempfile
 import time
@@ -59,6 +60,12 @@ def _skip_reason(url: str) -> str:
     return f"not a web page ({scheme or 'no'}: scheme): only http(s) pages are snapshotted"
 
 
+def _when(text: str) -> dt.datetime:
+    moment = clock.from_text(text)
+    assert moment is not None, "taken_at is NOT NULL"
+    return moment
+
+
 class Snapshots:
     def __init__(self, library: Library, options: Options | None = None, max_mb: float = MAX_MB):
         self.library = library
@@ -90,7 +97,9 @@ class Snapshots:
             clauses.append(where)
             values += list(bindings)
         if missing:
-            clauses.append("NOT EXISTS (SELECT 1 FROM snapshots s WHERE s.bookmark_id = bookmarks.id)")
+            clauses.append(
+                "NOT EXISTS (SELECT 1 FROM snapshots s WHERE s.bookmark_id = bookmarks.id)"
+            )
         condition = " AND ".join(f"({c})" for c in clauses)
         web = "(lower(substr(url, 1, 7)) = 'http://' OR lower(substr(url, 1, 8)) = 'https://')"
         skipped = [
@@ -264,7 +273,7 @@ class Snapshots:
     @staticmethod
     def _row(row: tuple) -> Snapshot:
         return Snapshot(
-            id=row[0], bookmark_id=row[1], taken_at=clock.from_text(row[2]), url=row[3],
+            id=row[0], bookmark_id=row[1], taken_at=_when(row[2]), url=row[3],
             source=row[4], size=row[5], title=row[6],
             omitted=[] if row[7] == "[]" else _omitted.decode(row[7]),
         )  # fmt: skip
@@ -353,8 +362,7 @@ class Snapshots:
 
     def latest(self, bookmark_id: int) -> Snapshot | None:
         row = self.store.one(
-            f"SELECT {self._COLUMNS} FROM snapshots WHERE bookmark_id = ? ORDER BY id DESC "
-            "LIMIT 1",
+            f"SELECT {self._COLUMNS} FROM snapshots WHERE bookmark_id = ? ORDER BY id DESC LIMIT 1",
             (bookmark_id,),
         )
         return None if row is None else self._row(row)
