@@ -235,7 +235,12 @@ function switchTab(name) {
 
 async function shortcuts() {
   const commands = await browser.commands.getAll();
-  const names = { _execute_action: "popup", "quick-add": "quick add", "toggle-star": "star" };
+  const names = {
+    _execute_action: "popup",
+    "quick-add": "quick add",
+    "toggle-star": "star",
+    "save-snapshot": "snapshot",
+  };
   $("shortcuts").textContent = commands
     .map((command) => `${names[command.name] ?? command.name}: ${command.shortcut || "not set"}`)
     .join(" · ");
