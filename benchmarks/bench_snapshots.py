@@ -1,5 +1,5 @@
-"""marks: snapshots -- a 2 MB page with 50 images taken (fetched, inlined, sanitised, stored), 10,000
-stored snapshots listed, and what the page store keeps as a share of the bytes fetched.
+"""marks: snapshots -- a 2 MB page with 50 images taken (fetched, inlined, sanitised, stored),
+10,000 stored snapshots listed, and what the page store keeps as a share of the bytes fetched.
 
 The site is an aiohttp server in a thread of this process on 127.0.0.1; images are incompressible
 (random bytes), the page's text is ordinary prose, as pages are."""
@@ -24,8 +24,8 @@ IMAGES = 50
 IMAGE_BYTES = 12_000
 PAGE_BYTES = 2 * 1024 * 1024
 LISTED = 10_000
-WORDS = ("tide lantern harbour keeper fog skerry gull beacon rope ledger storm oar "
-         "chart compass mooring shoal swell").split()  # fmt: skip
+WORDS = ["tide", "lantern", "harbour", "keeper", "fog", "skerry", "gull", "beacon", "rope",
+         "ledger", "storm", "oar", "chart", "compass", "mooring", "shoal", "swell"]  # fmt: skip
 
 
 def _page(port: int) -> bytes:

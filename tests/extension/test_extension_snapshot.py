@@ -16,8 +16,15 @@ from support.marksserve import Served, start_marks
 from support.snapshotsite import SnapshotSite
 
 ROOT = Path(__file__).parents[2]
-ARGS = ["--headless=new", "--no-sandbox", "--disable-gpu", "--no-first-run",
-        "--disable-background-networking", "--disable-component-update", "--disable-sync"]  # fmt: skip
+ARGS = [
+    "--headless=new",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
 
 
 @pytest.fixture(scope="module")
