@@ -240,3 +240,13 @@ def test_an_older_file_moves_its_page_originals_into_the_store(tmp_path, marks, 
     assert json.loads(_ok(marks("-o", "json", "db", "integrity")).out)["integrity"] == "ok"
     hits = json.loads(_ok(marks("-o", "json", "bookmark", "search", "--fts", "snapshots")).out)
     assert [hit["id"] for hit in hits] == [1]
+
+
+def test_resources_keep_the_per_host_limit(marks, site):
+    _ok(marks("config", "set", "health_per_host", "2"))
+    _ok(marks("bookmark", "add", site.url("/gallery"), "--no-fetch"))
+    listed = json.loads(_ok(marks("-o", "json", "snapshot", "take", "1")).out)
+    assert listed[0]["outcome"] == "stored" and listed[0]["snapshot"]["omitted"] == []
+    other = site.other().split("//")[1]
+    assert site.hits["/img/slow19.png"] == 1
+    assert 0 < site.peak[other] <= 2  # twenty images, never more than two at once

@@ -49,6 +49,8 @@ FRAME = """<!doctype html><html><body><p>Frame {n} says hello</p>
 @dataclass
 class SnapshotSite:
     hits: Counter = field(default_factory=Counter)  # path -> requests
+    in_flight: Counter = field(default_factory=Counter)  # host -> requests being answered
+    peak: Counter = field(default_factory=Counter)  # host -> most requests at once
     pages: dict = field(default_factory=dict)  # path -> (content type, bytes), extra pages
 
     def __post_init__(self) -> None:
@@ -97,12 +99,19 @@ class SnapshotSite:
         add("/login", self._login)
         add("/private", self._private)
         add("/page/{name}", self._page)
+        add("/gallery", self._gallery)
         return app
 
     @web.middleware
     async def _count(self, request, handler):
         self.hits[request.path] += 1
-        return await handler(request)
+        host = request.host
+        self.in_flight[host] += 1
+        self.peak[host] = max(self.peak[host], self.in_flight[host])
+        try:
+            return await handler(request)
+        finally:
+            self.in_flight[host] -= 1
 
     async def _article(self, request):
         return web.Response(text=ARTICLE.format(other=self.other()), content_type="text/html")
@@ -128,9 +137,15 @@ class SnapshotSite:
             return web.Response(status=404, text="no such image")
         if name == "huge.gif":
             return web.Response(body=GIF + bytes(3 * 1024 * 1024), content_type="image/gif")
+        if name.startswith("slow"):
+            await asyncio.sleep(0.05)  # long enough for requests to overlap, were they allowed to
         if name.endswith(".gif"):
             return web.Response(body=GIF, content_type="image/gif")
         return web.Response(body=PNG + name.encode(), content_type="image/png")
+
+    async def _gallery(self, request):
+        images = "".join(f'<img src="{self.other(f"/img/slow{n}.png")}">' for n in range(20))
+        return web.Response(text=f"<p>gallery</p>{images}", content_type="text/html")
 
     async def _frame(self, request):
         n = int(request.match_info["n"])
