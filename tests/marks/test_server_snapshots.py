@@ -167,3 +167,32 @@ def test_stored_pages_stay_compressed_in_the_database(served):
     finally:
         store.close()
     assert len(stored) < len(page) / 20 and b"same sentence" in zlib.decompress(stored)
+
+
+def test_the_web_ui_takes_a_snapshot_and_opens_it_sandboxed(served, browser, tmp_path):
+    shots = tmp_path / "screenshots"
+    shots.mkdir()
+    with SnapshotSite() as site:
+        served.add(site.url("/article"), title="The article")
+        context = browser.new_context(viewport={"width": 1200, "height": 800})
+        page = context.new_page()
+        errors = []
+        page.on("pageerror", lambda error: errors.append(str(error)))
+        page.goto(served.url + "/")
+        page.wait_for_selector("body[data-loaded=true]")
+        page.click("#list > li >> text=Edit")
+        sync_api.expect(page.locator("#snapshot-status")).to_have_text("No snapshots yet.")
+        page.click("#snapshot-take")
+        sync_api.expect(page.locator("#snapshot-status")).to_have_text("Snapshot taken.")
+        sync_api.expect(page.locator("#snapshot-list .snapshot")).to_have_count(1)
+        assert "left out" in page.inner_text("#snapshot-list")  # the 404 image and frame 3
+        page.click("#snapshot-list .open-snapshot")
+        frame = page.wait_for_selector("#snapshot-frame").content_frame()
+        frame.wait_for_selector("h1")
+        assert frame.inner_text("h1") == "The lighthouse keeper's diary"
+        assert frame.title() == "Lighthouse keepers"  # its script did not rename it
+        page.screenshot(path=str(shots / "snapshot-taken-in-ui.png"))
+        page.click("#snapshot-close")
+        assert page.locator("#snapshot-frame").count() == 0
+        context.close()
+    assert not errors, errors
