@@ -38,6 +38,12 @@ async function start() {
     $("snapshot-row").hidden = true;
     return;
   }
+  // Opened by the browser, not followed as a link from the extension's page: marks refuses
+  // cross-site requests without a token, and a link from here would be one.
+  $("snapshot-latest").addEventListener("click", (event) => {
+    event.preventDefault();
+    browser.tabs.create({ url: $("snapshot-latest").href });
+  });
   $("snapshot").addEventListener("click", async () => {
     $("snapshot").disabled = true;
     say("Saving a snapshot…", true);

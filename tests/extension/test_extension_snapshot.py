@@ -129,7 +129,9 @@ def test_the_popup_saves_a_snapshot_and_links_to_the_latest(chromium, served, si
     href = link.get_attribute("href")
     assert href.startswith(f"{served.url}/snapshots/")
     popup.screenshot(path=str(tmp_path / "popup-snapshot.png"), full_page=True)
-    opened = context.new_page()
-    opened.goto(href)
+    with context.expect_page() as opening:  # the link, clicked as a person would
+        link.click()
+    opened = opening.value
+    opened.wait_for_load_state()
     assert opened.inner_text("#secret") == "The members-only tide table"
     assert opened.evaluate("() => window.ran") is None  # the page's script did not come along
