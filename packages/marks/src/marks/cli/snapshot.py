@@ -10,6 +10,7 @@ from marks.cli import Group, confirm, global_options, state
 from marks.cli import output as show
 
 if TYPE_CHECKING:  # imported lazily at run time
+    from marks.snapshots.service import Snapshots
     from marks.wire import Snapshot, SnapshotResult
 
 
@@ -36,7 +37,8 @@ def _row(item: "Snapshot") -> dict:
     }
 
 
-def service():  # type: ignore[no-untyped-def]
+def service() -> "Snapshots":
+    """The snapshot service with the config's web rules and cap."""
     from marks.health import options_from_config
     from marks.snapshots.service import Snapshots
 

@@ -241,11 +241,8 @@ class Inliner:
             return
         target = urldefrag(urljoin(base, src)).url
         if depth >= IFRAME_DEPTH or not target.lower().startswith(("http:", "https:")):
-            reason = (
-                f"iframe nested over {IFRAME_DEPTH} deep"
-                if depth >= IFRAME_DEPTH
-                else ("iframe not on the web")
-            )
+            deep = depth >= IFRAME_DEPTH
+            reason = f"iframe nested over {IFRAME_DEPTH} deep" if deep else "iframe not on the web"
             self.omitted.append(Omitted(target, reason))
             node.decompose()
             return

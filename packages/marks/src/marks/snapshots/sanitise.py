@@ -2,9 +2,9 @@
 
 Removed: script-bearing and plugin elements, every `on*` attribute, any attribute whose value is a
 `javascript:`/`vbscript:` URL (as a browser reads it: tabs and line breaks inside ignored, leading
-spaces and control characters stripped), `<base>`, `<meta http-equiv>` refresh and cookies, SVG
-animations (they can set an `href` to script), `<link>` elements (stylesheets are inlined before),
-and remote URLs in `srcset`/`src` that were not inlined are kept as they are only on links.
+spaces and control characters stripped), `<base>`, `<meta http-equiv>` refreshes and cookies,
+iframe sources that are not web pages (a `data:` document carries its own script), SVG animations
+(they can set an `href` to script), and `<link>` elements (stylesheets are inlined before).
 `<noscript>` is unwrapped: a snapshot never runs script, so its fallback is what a reader sees.
 Iframes are the inliner's business; here their `srcdoc` is sanitised again, recursively.
 
@@ -21,6 +21,7 @@ REMOVED = (
     "animate, set, animatemotion, animatetransform, handler, listener"
 )
 SCRIPT_SCHEMES = ("javascript:", "vbscript:", "livescript:")
+WEB = ("http:", "https:")
 _IGNORED_IN_URLS = re.compile(r"[\t\n\r]")
 _LEADING = re.compile(r"^[\x00-\x20]+")
 _STYLE_END = re.compile(r"</(style)", re.IGNORECASE)
@@ -31,6 +32,10 @@ def is_script_url(value: str) -> bool:
     """Whether a browser would run `value` as script if it were a URL."""
     cleaned = _LEADING.sub("", _IGNORED_IN_URLS.sub("", value)).lower()
     return cleaned.startswith(SCRIPT_SCHEMES)
+
+
+def _web_url(value: str) -> bool:
+    return _LEADING.sub("", _IGNORED_IN_URLS.sub("", value)).lower().startswith(WEB)
 
 
 def safe_css(css: str) -> str:
@@ -52,6 +57,9 @@ def clean_tree(tree: LexborHTMLParser, depth: int = 0) -> None:
             node.decompose()
     for node in tree.css("noscript"):
         node.unwrap()
+    for node in tree.css("iframe[src]"):  # a data: or blob: document would carry its own script
+        if not _web_url(node.attributes.get("src") or ""):
+            del node.attrs["src"]
     for node in tree.css("style"):
         css = node.text(deep=True)
         if _STYLE_END.search(css):

@@ -364,10 +364,3 @@ class Snapshots:
             ]
             pagestore.collect(self.store, blobs)
         return len(blobs)
-
-    def latest(self, bookmark_id: int) -> Snapshot | None:
-        row = self.store.one(
-            f"SELECT {self._COLUMNS} FROM snapshots WHERE bookmark_id = ? ORDER BY id DESC LIMIT 1",
-            (bookmark_id,),
-        )
-        return None if row is None else self._row(row)
