@@ -30,7 +30,7 @@ from marks.wire import LeftOut, Snapshot, SnapshotResult
 
 MAX_MB = 20
 WEB = ("http://", "https://")
-_omitted = msgspec.json.Decoder(list[LeftOut])
+_omitted = msgspec.json.Decoder(tuple[LeftOut, ...])
 _listing = msgspec.json.Decoder(list[Snapshot])
 
 
@@ -243,7 +243,7 @@ class Snapshots:
         )
         return Snapshot(
             id=snapshot_id, bookmark_id=bookmark_id, taken_at=taken_at, url=url, source=source,
-            size=len(html), title=title, omitted=omitted,
+            size=len(html), title=title, omitted=tuple(omitted),
         )  # fmt: skip
 
     # --- captures from the browser ---------------------------------------------------------------
@@ -277,7 +277,7 @@ class Snapshots:
         return Snapshot(
             id=row[0], bookmark_id=row[1], taken_at=_when(row[2]), url=row[3],
             source=row[4], size=row[5], title=row[6],
-            omitted=[] if row[7] == "[]" else _omitted.decode(row[7]),
+            omitted=() if row[7] == "[]" else _omitted.decode(row[7]),
         )  # fmt: skip
 
     def list(self, ids: Sequence[int] = ()) -> list[Snapshot]:
