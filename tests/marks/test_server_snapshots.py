@@ -9,6 +9,8 @@ import pytest
 from marks import pagestore
 from marks.store import Store
 from support import chromium_path
+from support.marksserve import Served, start_marks
+from support.servers import wait_until
 from support.snapshotsite import SnapshotSite
 
 sync_api = pytest.importorskip("playwright.sync_api")
@@ -196,3 +198,21 @@ def test_the_web_ui_takes_a_snapshot_and_opens_it_sandboxed(served, browser, tmp
         assert page.locator("#snapshot-frame").count() == 0
         context.close()
     assert not errors, errors
+
+
+def test_snapshot_on_add_takes_one_for_bookmarks_added_through_the_api(tmp_path):
+    config = tmp_path / "config" / "marks"
+    config.mkdir(parents=True)
+    (config / "config.toml").write_text("snapshot_on_add = true\n")
+    served = Served(
+        start_marks(tmp_path / "library.db", tmp_path), tmp_path / "library.db", tmp_path
+    )
+    try:
+        with SnapshotSite() as site:
+            added = served.add(site.url("/article"))  # answered at once; the snapshot follows
+            path = f"/bookmarks/{added['id']}/snapshots"
+            assert wait_until(lambda: served.http.get(path).json(), timeout=30)
+            assert served.http.get(path).json()[0]["source"] == "fetch"
+            assert site.hits["/article"] == 1
+    finally:
+        served.close()

@@ -9,6 +9,9 @@ keeps it from loading anything from the network (a tracker in it stays silent); 
 HTML; only the web UI (same origin) may frame it. marks sets no cookies at all.
 """
 
+import sys
+import threading
+
 import msgspec
 from starlette.requests import Request
 from starlette.responses import Response
@@ -83,6 +86,27 @@ async def add(request: Request, libraries: Libraries, settings: ServerSettings) 
         return results[0].snapshot
 
     return JSONResponse(await in_thread(libraries, run), status_code=201)
+
+
+def take_later(libraries: Libraries, bookmark_id: int) -> None:
+    """Config `snapshot_on_add` for bookmarks added through the API: the snapshot is taken in a
+    thread of its own, on a connection of its own, so the add answers at once (a failure is only
+    logged: the bookmark is kept either way)."""
+    if not libraries.settings.config.get("snapshot_on_add"):
+        return
+
+    def run() -> None:
+        library = libraries.open_library()
+        try:
+            snapshots = _service(library, libraries.settings)
+            if snapshots.plan([bookmark_id])[0]:
+                snapshots.take()
+        except Exception as error:  # reported, never raised into a thread nobody joins
+            print(f"marks serve: snapshot on add of {bookmark_id}: {error}", file=sys.stderr)
+        finally:
+            library.store.close()
+
+    threading.Thread(target=run, name=f"snapshot-{bookmark_id}", daemon=True).start()
 
 
 ONE = "/bookmarks/{id:int}/snapshots"
