@@ -56,6 +56,8 @@ async function start() {
     const left = result.omitted.length ? `; ${result.omitted.length} resource(s) left out` : "";
     say(`Snapshot saved (${Math.ceil(result.snapshot.size / 1024)} KB${left})`, true);
     showLatest(settings, result.snapshot);
+    // The page may have just become a bookmark: the page form shows it (popup.js listens).
+    document.dispatchEvent(new CustomEvent("marks:bookmark", { detail: result.bookmark }));
     await browser.runtime
       .sendMessage({ type: "changed", bookmark: result.bookmark, tabId: tab.id, url: tab.url })
       .catch(() => {});

@@ -261,6 +261,7 @@ async function start() {
   $("delete").addEventListener("click", remove);
   $("queue").addEventListener("click", queue);
   $("tags").addEventListener("input", completeTags);
+  document.addEventListener("marks:bookmark", (event) => show(event.detail)); // popup-snapshot.js
   $("search").addEventListener("input", search);
   $("date-field").addEventListener("change", () => { datePath.length = 0; dates(); });
   if (!tab || !bookmarkable(tab.url)) {

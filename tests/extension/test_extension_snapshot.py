@@ -124,6 +124,8 @@ def test_the_popup_saves_a_snapshot_and_links_to_the_latest(chromium, served, si
     assert popup.locator("#snapshot-latest").is_hidden()
     popup.click("#snapshot")
     expect(popup.locator("#status")).to_contain_text("Snapshot saved")
+    expect(popup.locator("#save")).to_have_text("Save")  # the page is a bookmark now
+    assert popup.input_value("#title") == "Members only"
     link = popup.locator("#snapshot-latest")
     expect(link).to_be_visible()
     href = link.get_attribute("href")
