@@ -65,6 +65,9 @@ class Config(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     health_max_age_hours: Annotated[int, msgspec.Meta(ge=0)] = 24
     health_confirm_hours: Annotated[int, msgspec.Meta(ge=0)] = 4
     fetch_on_add: bool = True
+    # `snapshot take`, and captures the extension sends
+    snapshot_on_add: bool = False
+    snapshot_max_mb: Annotated[float, msgspec.Meta(gt=0, le=1024)] = 20
 
 
 HELP: dict[str, str] = {
@@ -88,6 +91,8 @@ HELP: dict[str, str] = {
     "health_max_age_hours": "`bookmark health` skips results younger than this",
     "health_confirm_hours": "failures this far apart confirm a link is broken",
     "fetch_on_add": "`bookmark add` without --title fetches title and description",
+    "snapshot_on_add": "take a snapshot of each page a bookmark is added for (true or false)",
+    "snapshot_max_mb": "megabytes one snapshot may take, inlined images and fonts included",
 }
 KEYS = Config.__struct_fields__
 KEYS_BOOL = {name: type(getattr(Config(), name)) is bool for name in KEYS}

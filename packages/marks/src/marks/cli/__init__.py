@@ -28,6 +28,7 @@ GROUPS = {
     "bookmark": ("marks.cli.bookmark", "Add, list, search, edit and visit bookmarks."),
     "tag": ("marks.cli.tag", "List, tree, rename, add and remove tags."),
     "content": ("marks.cli.content", "Fetch pages' text for search, view it, auto-tag."),
+    "snapshot": ("marks.cli.snapshot", "Keep self-contained copies of pages; list, view, prune."),
     "import": ("marks.cli.transfer", "Import bookmarks from files (invalid entries skipped)."),
     "export": ("marks.cli.transfer", "Export every bookmark to a file or stdout."),
     "db": ("marks.cli.db", "Inspect and maintain the database."),

@@ -21,6 +21,7 @@ from marks.server import (
     routes_library,
     routes_plugins,
     routes_queue,
+    routes_snapshots,
     routes_tags,
     routes_transfer,
 )
@@ -42,6 +43,7 @@ MODULES = (
     routes_library,
     routes_plugins,
     routes_queue,
+    routes_snapshots,
     routes_tags,
     routes_transfer,
 )

@@ -40,6 +40,13 @@ class ServerSettings:
     config: dict = field(default_factory=dict)
 
     @property
+    def snapshot_limit(self) -> int:
+        """Bytes a snapshot sent by the extension may take: config `snapshot_max_mb`, plus room
+        for the JSON around the page (its quotes and escapes)."""
+        megabytes = float(self.config.get("snapshot_max_mb", 20))
+        return int(megabytes * 1024 * 1024 * 1.25) + 65536
+
+    @property
     def loopback(self) -> bool:
         return is_loopback(self.host)
 
