@@ -96,7 +96,11 @@ class Connection:
 class Firefox:
     """firefox-esr headless on its own profile, with a BiDi session open (`self.bidi`)."""
 
-    def __init__(self, profile: Path, prefs: dict[str, Any] | None = None) -> None:
+    def __init__(
+        self, profile: Path, prefs: dict[str, Any] | None = None, *, system_access: bool = False
+    ) -> None:
+        """`system_access` lets BiDi open privileged pages (an extension's moz-extension:// pages
+        are refused otherwise: `--remote-allow-system-access`)."""
         profile.mkdir(parents=True, exist_ok=True)
         settings = {
             "browser.shell.checkDefaultBrowser": False,
@@ -118,7 +122,8 @@ class Firefox:
         with self.log.open("w") as log:
             self.proc = subprocess.Popen(
                 [firefox_path(), "--headless", "--no-remote", "--profile", str(profile),
-                 "--remote-debugging-port=0"],
+                 "--remote-debugging-port=0",
+                 *(["--remote-allow-system-access"] if system_access else [])],
                 stdout=log, stderr=subprocess.STDOUT,
             )  # fmt: skip
         try:

@@ -316,6 +316,15 @@ class Page:
         if viewport:
             self.set_viewport_size(viewport)
 
+    @classmethod
+    def attach(cls, bidi: Connection, context: str) -> "Page":
+        """A page for a tab the browser opened itself (no events: only for reading it)."""
+        page = cls.__new__(cls)
+        page.bidi, page.context, page.timeout = bidi, context, 15.0
+        page.keyboard = Keyboard(page)
+        page._handlers = {"dialog": [], "pageerror": []}
+        return page
+
     # -- events ---------------------------------------------------------------------------
     def _prompt(self, params: dict) -> None:
         if params.get("context") != self.context:
