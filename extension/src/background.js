@@ -158,8 +158,7 @@ async function flushOutbox() {
 // Every tab of a window at once, each one as a quick add with the same tags (badges follow).
 async function saveWindow(windowId, tags = []) {
   const tabs = await browser.tabs.query(windowId === undefined ? { currentWindow: true } : { windowId });
-  const byUrl = new Map(tabs.map((tab) => [tab.url, tab.id]));
-  return saveTabs(tabs, tags, (fields) => add(fields, byUrl.get(fields.url)));
+  return saveTabs(tabs, tags, (fields, tab) => add(fields, tab.id));
 }
 
 // The address bar's `mk` keyword: suggestions as the user types (the latest answer wins), Enter

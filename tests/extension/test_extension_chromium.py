@@ -106,6 +106,8 @@ def server(tmp_path):
 
 
 class Browser:
+    name = "chromium"
+
     def __init__(self, context, worker, shots: Path) -> None:
         self.context = context
         self.worker = worker

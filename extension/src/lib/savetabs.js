@@ -1,5 +1,5 @@
 // "Save every tab of the window": one add per page, the tags asked once, every tab accounted for.
-// `add(fields)` is the background's add (it answers {status: added|exists|kept|failed}): a page
+// `add(fields, tab)` is the background's add (it answers {status: added|exists|kept|failed}): a page
 // already bookmarked is reported (never changed), an add made while the server is away is kept
 // in the offline queue like a single save, and a page that cannot be bookmarked is listed.
 
@@ -22,7 +22,7 @@ export async function saveTabs(tabs, tags, add) {
     seen.add(key);
     let result;
     try {
-      result = await add({ url, title: tab.title || "", tags });
+      result = await add({ url, title: tab.title || "", tags }, tab);
     } catch (error) {
       result = { status: "failed", message: error.message };
     }
