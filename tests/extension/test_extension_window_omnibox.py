@@ -1,27 +1,22 @@
 """Save every tab of the window, and the address-bar keyword `mk`, in Chromium and Firefox.
 
-The same fixtures as test_extension_chromium.py (both browsers, a live `marks serve`, local pages).
-The omnibox's listeners are the functions on `marksActions` (a headless browser has no address
-bar to type into): `omniboxInput` gets the suggestions the browser would show, `omniboxEnter` opens.
+The fixtures of test_extension_chromium.py (through conftest.py): both browsers, a live
+`marks serve`, local pages. The omnibox's listeners are the functions on `marksActions` (a
+headless browser has no address bar to type into): `omniboxInput` gets the suggestions the
+browser would show, `omniboxEnter` opens.
 """
 
-from extension.test_extension_chromium import (  # noqa: F401  (fixtures)
-    browser,
-    built,
-    lookup,
-    pages,
-    server,
-)
+from extension.test_extension_chromium import lookup
 from support.browserui import expect
 from support.servers import wait_until
 
 
 def open_in_window(browser, window: int, urls: list[str]) -> None:
     """Opens `urls` as tabs of `window` and waits until each has loaded."""
-    browser.run(
-        "async ([windowId, urls]) => { for (const url of urls) await chrome.tabs.create({windowId, url}); }",
-        [window, urls],
-    )
+    create = """async ([windowId, urls]) => {
+        for (const url of urls) await chrome.tabs.create({windowId, url});
+    }"""
+    browser.run(create, [window, urls])
     loaded = """async ([windowId, urls]) => {
         const tabs = await chrome.tabs.query({windowId});
         return urls.every((url) => tabs.some((t) => t.url === url && t.status === "complete"));
@@ -34,7 +29,9 @@ def test_the_popup_saves_every_tab_of_the_window_with_tags_asked_once(browser, s
     server.served.add(f"{pages}/tabs/known", title="Known page", tags=["old"])
     _, tab = browser.tab(f"{pages}/tabs/one")
     window = tab["windowId"]
-    open_in_window(browser, window, [f"{pages}/tabs/known", f"{pages}/tabs/two", f"{pages}/tabs/one"])
+    open_in_window(
+        browser, window, [f"{pages}/tabs/known", f"{pages}/tabs/two", f"{pages}/tabs/one"]
+    )
 
     popup = browser.extension_page(f"popup.html?window={window}")
     popup.click("nav button[data-tab=window]")
@@ -60,7 +57,9 @@ def test_saving_the_window_while_the_server_is_down_loses_nothing(browser, serve
     server.stop()
     _, tab = browser.tab(f"{pages}/away/one")
     open_in_window(browser, tab["windowId"], [f"{pages}/away/two"])
-    report = browser.run("([w, tags]) => marksActions.saveWindow(w, tags)", [tab["windowId"], ["later"]])
+    report = browser.run(
+        "([w, tags]) => marksActions.saveWindow(w, tags)", [tab["windowId"], ["later"]]
+    )
     assert sorted(entry["url"] for entry in report["kept"]) == [
         f"{pages}/away/one",
         f"{pages}/away/two",
@@ -88,7 +87,9 @@ def test_the_mk_keyword_suggests_from_full_text_search_and_enter_opens_the_best_
     served.add(f"{pages}/python/docs", title="Python docs")
     assert browser.run("() => chrome.runtime.getManifest().omnibox") == {"keyword": "mk"}
 
-    shown = browser.run("(t) => new Promise((done) => marksActions.omniboxInput(t, done))", "rustonomicon")
+    shown = browser.run(
+        "(t) => new Promise((done) => marksActions.omniboxInput(t, done))", "rustonomicon"
+    )
     assert [s["content"] for s in shown] == [f"{pages}/rust/nomicon"]
     if browser.name == "chromium":  # Chromium parses descriptions as XML; Firefox shows text
         assert shown[0]["description"].startswith("The Rustonomicon &lt;unsafe&gt; &amp; co <url>")
@@ -109,6 +110,9 @@ def test_the_mk_keyword_suggests_from_full_text_search_and_enter_opens_the_best_
 
     url = served.url
     server.stop()
-    assert browser.run("(t) => new Promise((done) => marksActions.omniboxInput(t, done))", "rust") == []
+    assert (
+        browser.run("(t) => new Promise((done) => marksActions.omniboxInput(t, done))", "rust")
+        == []
+    )
     failed = browser.run("(t) => marksActions.omniboxEnter(t)", "rust")
     assert failed == {"status": "failed", "message": f"marks serve is not reachable at {url}"}

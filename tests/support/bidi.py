@@ -6,6 +6,7 @@ headless on a fresh profile, opens a session and sends commands, one reply per c
 commands itself (the reader thread never waits on a reply).
 """
 
+import contextlib
 import itertools
 import json
 import queue
@@ -143,10 +144,8 @@ class Firefox:
             raise
 
     def close(self) -> None:
-        try:
+        with contextlib.suppress(Exception):  # already gone, or closing as it answered
             self.bidi.send("browser.close", timeout=15)
-        except Exception:  # already gone, or closing as it answered
-            pass
         self.bidi.close()
         try:
             self.proc.wait(timeout=20)

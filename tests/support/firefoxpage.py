@@ -15,7 +15,7 @@ import shutil
 import threading
 import time
 from collections.abc import Callable
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +24,6 @@ from support.bidi import BiDiError, Connection
 # Finds the elements of a selector chain; `steps` are [kind, value] pairs (css / text / nth).
 _FIND = r"""
 const norm = (s) => (s || "").replace(/\s+/g, " ").trim();
-const textOf = (e) => norm(e.innerText !== undefined && e.isConnected ? e.innerText : e.textContent);
 function part(scope, sel) {
   sel = sel.trim();
   const within = (css) => {
@@ -62,7 +61,8 @@ function find(steps) {
   }
   return found;
 }
-const visible = (e) => !!e && e.nodeType === 1 && !!(e.offsetWidth || e.offsetHeight || e.getClientRects().length)
+const visible = (e) => !!e && e.nodeType === 1
+  && !!(e.offsetWidth || e.offsetHeight || e.getClientRects().length)
   && getComputedStyle(e).visibility !== "hidden";
 """
 
@@ -162,14 +162,18 @@ class Locator:
     def _all(self, body: str, arg: Any = None) -> Any:
         """Runs `body` with `found` (the matching elements) and `arg` in scope."""
         return self.page._run(
-            f"(input) => {{ {_FIND}; const found = find(input.steps); const arg = input.arg; {body} }}",
+            f"(input) => {{ {_FIND}; const found = find(input.steps);"
+            f" const arg = input.arg; {body} }}",
             {"steps": self.steps, "arg": arg},
         )
 
     def _one(self, body: str, arg: Any = None, *, visible: bool = False) -> Any:
-        """Waits until the first match exists (and is visible when asked), then runs `body` on `e`."""
+        """Waits until the first match exists (and is visible if asked); runs `body` on it, `e`."""
         check = "visible(found[0])" if visible else "found.length > 0"
-        script = f"if (!({check})) return {{waiting: true}}; const e = found[0]; return {{value: (() => {{ {body} }})()}};"
+        script = (
+            f"if (!({check})) return {{waiting: true}}; const e = found[0];"
+            f" return {{value: (() => {{ {body} }})()}};"
+        )
         deadline = time.monotonic() + self.page.timeout
         while True:
             answer = self._all(script, arg)
@@ -185,7 +189,8 @@ class Locator:
         answer = self.page.bidi.send(
             "script.callFunction",
             {
-                "functionDeclaration": f"(steps) => {{ {_FIND}; const e = find(JSON.parse(steps))[0];"
+                "functionDeclaration": f"(steps) => {{ {_FIND};"
+                " const e = find(JSON.parse(steps))[0];"
                 " e.scrollIntoView({block: 'center', inline: 'center'}); return e; }",
                 "arguments": [{"type": "string", "value": json.dumps(self.steps)}],
                 "awaitPromise": True,
@@ -237,7 +242,8 @@ class Locator:
             {"context": self.page.context, "actions": [{
                 "type": "pointer", "id": "mouse", "parameters": {"pointerType": "mouse"},
                 "actions": [
-                    {"type": "pointerMove", "x": 0, "y": 0, "origin": {"type": "element", "element": element}},
+                    {"type": "pointerMove", "x": 0, "y": 0,
+                     "origin": {"type": "element", "element": element}},
                     {"type": "pointerDown", "button": 0},
                     {"type": "pointerUp", "button": 0},
                 ],
@@ -272,7 +278,8 @@ class Locator:
         answer = self.page.bidi.send(
             "script.callFunction",
             {
-                "functionDeclaration": f"(steps) => {{ {_FIND}; return find(JSON.parse(steps))[0]; }}",
+                "functionDeclaration": f"(steps) => {{ {_FIND};"
+                " return find(JSON.parse(steps))[0]; }",
                 "arguments": [{"type": "string", "value": json.dumps(self.steps)}],
                 "awaitPromise": True,
                 "target": {"context": self.page.context},
@@ -363,7 +370,10 @@ class Page:
     def set_viewport_size(self, size: dict) -> None:
         self.bidi.send(
             "browsingContext.setViewport",
-            {"context": self.context, "viewport": {"width": size["width"], "height": size["height"]}},
+            {
+                "context": self.context,
+                "viewport": {"width": size["width"], "height": size["height"]},
+            },
         )
 
     def goto(self, url: str) -> None:
@@ -377,10 +387,8 @@ class Page:
     def close(self) -> None:
         self.bidi.off("browsingContext.userPromptOpened", self._prompt)
         self.bidi.off("log.entryAdded", self._log)
-        try:
+        with suppress(BiDiError):  # already closed by the page itself
             self.bidi.send("browsingContext.close", {"context": self.context})
-        except BiDiError:
-            pass
 
     def screenshot(self, path: str, full_page: bool = False) -> None:
         answer = self.bidi.send(
@@ -396,7 +404,8 @@ class Page:
             "script.callFunction",
             {
                 "functionDeclaration": "async (input) => { const value = await (" + function
-                + ")(JSON.parse(input)); return value === undefined ? 'null' : JSON.stringify(value); }",
+                + ")(JSON.parse(input));"
+                " return value === undefined ? 'null' : JSON.stringify(value); }",
                 "arguments": [{"type": "string", "value": json.dumps(arg)}],
                 "awaitPromise": True,
                 "userActivation": True,
@@ -425,7 +434,9 @@ class Page:
     def locator(self, selector: str, has_text: str | None = None) -> Locator:
         return Locator(self, []).locator(selector, has_text)
 
-    def wait_for_selector(self, selector: str, state: str = "visible", timeout: float | None = None):
+    def wait_for_selector(
+        self, selector: str, state: str = "visible", timeout: float | None = None
+    ):
         self.locator(selector).wait_for(state, None if timeout is None else timeout / 1000)
 
     def click(self, selector: str) -> None:
@@ -484,7 +495,9 @@ class Expect:
         try:
             page._wait(lambda: check() != self.negate, None, what)
         except TimeoutError:
-            raise AssertionError(f"{self.locator.steps}: expected {'not ' * self.negate}{what}")
+            raise AssertionError(
+                f"{self.locator.steps}: expected {'not ' * self.negate}{what}"
+            ) from None
 
     @staticmethod
     def _matches(actual: str | None, expected: Any, whole: bool) -> bool:
