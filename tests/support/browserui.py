@@ -50,19 +50,27 @@ class FirefoxPages:
 
 
 @contextmanager
-def launch(name: str, home: Path) -> Iterator[ChromiumPages | FirefoxPages]:
+def launch(
+    name: str,
+    home: Path,
+    *,
+    chromium_args: list[str] | None = None,
+    firefox_prefs: dict[str, Any] | None = None,
+) -> Iterator[ChromiumPages | FirefoxPages]:
+    """`name`'s browser; `chromium_args` / `firefox_prefs` say the same thing to each (for
+    example a host name that resolves to loopback)."""
     if name == "chromium":
         from playwright.sync_api import sync_playwright
 
         path = chromium_path()
         with sync_playwright() as playwright:
-            launched = playwright.chromium.launch(executable_path=path)
+            launched = playwright.chromium.launch(executable_path=path, args=chromium_args or [])
             try:
                 yield ChromiumPages(launched)
             finally:
                 launched.close()
     else:
-        firefox = Firefox(home / "firefox-profile")
+        firefox = Firefox(home / "firefox-profile", firefox_prefs)
         try:
             yield FirefoxPages(firefox)
         finally:

@@ -118,6 +118,13 @@ class Download:
         shutil.copyfile(self.path, target)  # type: ignore[arg-type]
 
 
+class Response:
+    """What `goto` answers: the document's HTTP status (its navigation timing entry)."""
+
+    def __init__(self, status: int) -> None:
+        self.status = status
+
+
 class _Waiting:
     value: Any = None
 
@@ -376,9 +383,42 @@ class Page:
             },
         )
 
-    def goto(self, url: str) -> None:
+    def goto(self, url: str) -> Response:
+        # "interactive", then the load event polled: Firefox fails a "complete" wait when a
+        # frame in the page is refused (X-Frame-Options), though the page itself loaded.
         self.bidi.send(
-            "browsingContext.navigate", {"context": self.context, "url": url, "wait": "complete"}
+            "browsingContext.navigate",
+            {"context": self.context, "url": url, "wait": "interactive"},
+        )
+        self.wait_for_load_state()
+        return Response(
+            self._run("() => performance.getEntriesByType('navigation')[0]?.responseStatus ?? 0")
+        )
+
+    @property
+    def main_frame(self) -> "Page":
+        return self
+
+    @property
+    def frames(self) -> list["Page"]:
+        """This page and the frames in it (children of its browsing context)."""
+        tree = self.bidi.send("browsingContext.getTree", {"root": self.context})["contexts"]
+        found: list[Page] = [self]
+        pending = list(tree[0].get("children") or [])
+        while pending:
+            child = pending.pop(0)
+            found.append(Page.attach(self.bidi, child["context"]))
+            pending += child.get("children") or []
+        return found
+
+    def wait_for_load_state(self) -> None:
+        self._wait(lambda: self._run("() => document.readyState") == "complete", None, "load")
+
+    def wait_for_function(self, expression: str, timeout: float | None = None) -> None:
+        self._wait(
+            lambda: self.evaluate(expression),
+            None if timeout is None else timeout / 1000,
+            expression,
         )
 
     def reload(self) -> None:
