@@ -19,7 +19,7 @@ import pytest
 
 from support import chromium_path
 from support.browserui import BROWSERS, expect
-from support.firefoxextension import FirefoxExtension
+from support.firefoxextension import FirefoxExtension, extension_firefox
 from support.marksserve import Served, start_marks
 from support.servers import wait_until
 
@@ -158,13 +158,22 @@ class Browser:
         page.screenshot(path=str(self.shots / f"{name}.png"), full_page=True)
 
 
+@pytest.fixture(scope="module")
+def firefox(tmp_path_factory):
+    """One firefox-esr per module (started when a Firefox test first asks for it)."""
+    started = extension_firefox(tmp_path_factory.mktemp("firefox"))
+    yield started
+    started.close()
+
+
 @pytest.fixture(params=BROWSERS)
 def browser(request, built, tmp_path):
     shots = tmp_path / "screenshots"
     shots.mkdir()
     if request.param == "firefox":
-        with FirefoxExtension(built / "marks-extension-firefox.zip", tmp_path, shots) as firefox:
-            yield firefox
+        archive = built / "marks-extension-firefox.zip"
+        with FirefoxExtension(archive, request.getfixturevalue("firefox"), shots) as installed:
+            yield installed
         return
     from playwright.sync_api import sync_playwright
 

@@ -77,7 +77,8 @@ class Connection:
         self._listeners.setdefault(method, []).append(listener)
 
     def off(self, method: str, listener: Callable[[dict], None]) -> None:
-        self._listeners.get(method, []).remove(listener)
+        with contextlib.suppress(ValueError):  # removed already: a page closed twice
+            self._listeners.get(method, []).remove(listener)
 
     def send(self, method: str, params: dict | None = None, timeout: float = 60) -> dict:
         number = next(self._ids)

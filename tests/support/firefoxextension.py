@@ -3,15 +3,17 @@
 It offers what the Chromium fixture of tests/extension offers (`run`, `configure`, `tab`,
 `badge`, `extension_page`, `shot`, `context.pages`), so each extension test is written once. The
 extension's UUID is fixed in the profile's prefs, so its pages open at moz-extension://UUID/...;
+One Firefox serves a test module; each test installs the extension and removes it at its end.
 `run` evaluates in one of its pages with the background page's `marksActions` in scope (the same
 functions the menus, shortcuts and popup call).
 """
 
+import contextlib
 import json
 from pathlib import Path
 from typing import Any
 
-from support.bidi import Firefox
+from support.bidi import BiDiError, Firefox
 from support.firefoxpage import Page
 
 ADDON_ID = "marks-extension@marks.invalid"
@@ -34,32 +36,44 @@ class _Tabs:
         ]
 
 
+def extension_firefox(home: Path) -> Firefox:
+    """A firefox-esr for extension tests: the add-on's UUID fixed (and kept across reinstalls),
+    moz-extension:// pages allowed to BiDi, prompt and log events subscribed."""
+    firefox = Firefox(
+        home / "firefox-profile",
+        {
+            "extensions.webextensions.uuids": json.dumps({ADDON_ID: UUID}),
+            "extensions.webextensions.keepUuidOnUninstall": True,
+        },
+        system_access=True,
+    )
+    firefox.bidi.send("session.subscribe", {"events": ["browsingContext", "log"]})
+    return firefox
+
+
 class FirefoxExtension:
+    """The extension installed afresh in a running Firefox for one test, and removed after it
+    (its storage goes with it), with every tab the test opened closed."""
+
     name = "firefox"
     shortcuts_page = "about:addons"
 
-    def __init__(self, archive: Path, home: Path, shots: Path) -> None:
+    def __init__(self, archive: Path, firefox: Firefox, shots: Path) -> None:
         self.archive = archive
-        self.home = home
+        self.firefox = firefox
         self.shots = shots
         self.extension_id = UUID
         self.opened: list[Page] = []
         self.context = _Tabs(self)
 
     def __enter__(self) -> "FirefoxExtension":
-        self.firefox = Firefox(
-            self.home / "firefox-profile",
-            {"extensions.webextensions.uuids": json.dumps({ADDON_ID: UUID})},
-            system_access=True,
+        bidi = self.firefox.bidi
+        installed = bidi.send(
+            "webExtension.install",
+            {"extensionData": {"type": "archivePath", "path": str(self.archive)}},
         )
+        assert installed["extension"] == ADDON_ID, installed
         try:
-            bidi = self.firefox.bidi
-            bidi.send("session.subscribe", {"events": ["browsingContext", "log"]})
-            installed = bidi.send(
-                "webExtension.install",
-                {"extensionData": {"type": "archivePath", "path": str(self.archive)}},
-            )
-            assert installed["extension"] == ADDON_ID, installed
             self.runner = self._open(f"moz-extension://{UUID}/options.html?test-runner")
             self.runner._wait(
                 lambda: self.runner.evaluate(
@@ -69,12 +83,20 @@ class FirefoxExtension:
                 "the background page's marksActions",
             )
         except BaseException:
-            self.firefox.close()
+            self.__exit__()
             raise
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self.firefox.close()
+        bidi = self.firefox.bidi
+        bidi.send("webExtension.uninstall", {"extension": ADDON_ID})
+        blank = bidi.send("browsingContext.create", {"type": "tab"})["context"]
+        for page in self.opened:
+            page.close()
+        for tab in bidi.send("browsingContext.getTree", {"maxDepth": 0})["contexts"]:
+            if tab["context"] != blank:
+                with contextlib.suppress(BiDiError):
+                    bidi.send("browsingContext.close", {"context": tab["context"]})
 
     def _open(self, url: str, viewport: dict | None = None) -> Page:
         page = Page(self.firefox.bidi, self.firefox.downloads, viewport)
