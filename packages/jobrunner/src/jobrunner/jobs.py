@@ -147,7 +147,7 @@ class Log:
 @dataclass
 class Job:
     id: str
-    client_ip: str
+    client: str  # its rate key (an IPv4 address, an IPv6 network), from the edge
     manifest: Manifest
     inputs: list[InputFile]
     job_hash: str

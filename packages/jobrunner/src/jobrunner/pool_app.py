@@ -49,7 +49,7 @@ def build_pool_app(pool: Pool, trusted: TrustedProxies, max_upload_mb: int = 50)
     metrics = pool.metrics
 
     def pseudonym(connection: HTTPConnection) -> str:
-        return client_key(pool.limiter.key(client_ip(connection, trusted)))
+        return client_key(pool.client(client_ip(connection, trusted)))
 
     on_refusal = refusal_recorder(metrics, pseudonym)
 

@@ -43,7 +43,6 @@ from jobrunner.wire import (
     SubmitResult,
     SystemStats,
 )
-from servekit import descriptors
 
 log = logging.getLogger("jobrunner")
 # Threads besides one per job slot: uploads, hashing, deletion and environment builds.
@@ -146,7 +145,6 @@ class JobService:
             slots=settings.concurrency,
             reserved=settings.reserved,
             patience=settings.max_timeout,
-            ipv6_prefix=settings.rate_ipv6_prefix,
             clock=clock,
         )
         self._queue_changed = asyncio.Condition()
@@ -242,15 +240,14 @@ class JobService:
 
     # --- submit ----------------------------------------------------------------------------------
 
-    def admit(self, client_ip: str) -> Reservation:
-        """A slot for one submission, taken before its body is read: a client over its limits
-        is refused at once instead of after uploading. `cancel` it if the upload fails."""
+    def admit(self, client: str) -> Reservation:
+        """A slot for one submission of `client` (its rate key: the edge derives it from the
+        address), taken before its body is read: a client over its limits is refused at once
+        instead of after uploading. `cancel` it if the upload fails."""
         if not self.accepting:
             raise errors.shutting_down()
-        if descriptors.running_low():
-            raise errors.short_of_files()
         self._check_queue_room()
-        reservation = self.limiter.reserve(client_ip)
+        reservation = self.limiter.reserve(client)
         if not isinstance(reservation, Reservation):
             raise errors.rate_limited(reservation)
         return reservation
@@ -264,7 +261,7 @@ class JobService:
 
     async def submit(
         self,
-        client_ip: str,
+        client: str,
         manifest_text: str,
         parts: list[uploads.UploadPart],
         reservation: Reservation | None = None,
@@ -276,7 +273,7 @@ class JobService:
         from now): the front end passes the one it gave the reading of the body, so reading and
         unpacking together take at most `upload_timeout`."""
         if reservation is None:
-            reservation = self.admit(client_ip)
+            reservation = self.admit(client)
         elif not self.accepting:
             self.limiter.cancel(reservation)
             raise errors.shutting_down()
@@ -284,7 +281,7 @@ class JobService:
         try:
             if deadline is None:
                 deadline = time.monotonic() + self.settings.upload_timeout
-            job = await self._accept(client_ip, manifest_text, parts, job_dir, deadline)
+            job = await self._accept(client, manifest_text, parts, job_dir, deadline)
             self._check_queue_room()  # uploads admitted together may have filled it meanwhile
         except BaseException:
             self.limiter.cancel(reservation)
@@ -293,7 +290,7 @@ class JobService:
         self.jobs[job.id] = job
         job.queued_at = self.clock()
         async with self._queue_changed:
-            self.queue.add(job.id, client_ip, job.manifest.timeout)
+            self.queue.add(job.id, client, job.manifest.timeout)
             self._queue_changed.notify_all()  # a worker may start it now, or none may yet
         self.metrics.accepted.inc()
         log.info("job %s accepted", job.id, extra=self._facts(job, event="job.accepted"))
@@ -305,7 +302,7 @@ class JobService:
 
     async def _accept(
         self,
-        client_ip: str,
+        client: str,
         manifest_text: str,
         parts: list[uploads.UploadPart],
         job_dir: Path,
@@ -344,7 +341,7 @@ class JobService:
                 f"the upload was not received and unpacked within {s.upload_timeout:g} s"
             ) from None
         finally:
-            self.limiter.charge(client_ip, spent[0])
+            self.limiter.charge(client, spent[0])
         inputs = {item.path: item.sha256 for item in budget.files}
         if parsed.entrypoint not in inputs:
             raise errors.invalid_manifest(
@@ -352,7 +349,7 @@ class JobService:
             )
         return Job(
             id=job_dir.name,
-            client_ip=client_ip,
+            client=client,
             # Hashed with its stdin; held without it (up to 1 MiB, in the job dir till it runs).
             manifest=msgspec.structs.replace(parsed, stdin=""),
             inputs=budget.files,
@@ -466,7 +463,7 @@ class JobService:
             result = await self.runner.run(
                 spec,
                 job.log.append,
-                on_cpu=lambda cpu: self.limiter.cpu_used(job.client_ip, job.id, cpu),
+                on_cpu=lambda cpu: self.limiter.cpu_used(job.client, job.id, cpu),
                 stop=job.cancelled,
             )
             job.exit_code, job.failure = result.exit_code, result.failure
@@ -549,8 +546,8 @@ class JobService:
     def _release(self, job: Job) -> None:
         if not job.released:
             job.released = True
-            self.limiter.cpu_used(job.client_ip, job.id, job.cpu_seconds)
-            self.limiter.finished(job.client_ip, job.id)
+            self.limiter.cpu_used(job.client, job.id, job.cpu_seconds)
+            self.limiter.finished(job.client, job.id)
 
     def _finish(self, job: Job, started: float, note: str | None) -> None:
         self._release(job)
@@ -583,7 +580,7 @@ class JobService:
         return {
             "event": event,
             "job_id": job.id,
-            "client": client_key(self.limiter.key(job.client_ip)),
+            "client": client_key(job.client),
             "status": job.state,
             "failure": job.failure,
         }
@@ -640,13 +637,11 @@ class JobService:
         ahead = self.queue.position(job.id)
         return 0 if ahead is None else ahead + 1
 
-    def open_stream(self, client_ip: str) -> StreamSlot:
+    def open_stream(self, client: str) -> StreamSlot:
         """A slot for one stream of this client (a log, plain or WebSocket, or a download), or
-        429 when it has `rate_streams` open already (503 while the server is short of open
-        files). Close it when the stream ends."""
-        if descriptors.running_low():
-            raise errors.short_of_files()
-        slot = self.limiter.open_stream(client_ip)
+        429 when it has `rate_streams` open already. Close it when the stream ends. (The edge
+        refuses streams with 503 while the process is short of open files.)"""
+        slot = self.limiter.open_stream(client)
         if not isinstance(slot, StreamSlot):
             raise errors.rate_limited(slot)
         return slot
@@ -668,8 +663,8 @@ class JobService:
         media_type = mimetypes.guess_type(path)[0] or "application/octet-stream"
         return Download(job.directory / "outputs" / path, path.rpartition("/")[2], media_type)
 
-    def stats(self, client_ip: str) -> Stats:
-        verdict = self.limiter.verdict(client_ip)
+    def stats(self, client: str) -> Stats:
+        verdict = self.limiter.verdict(client)
         limit = self.settings.rate_cpu_seconds
         quota = Quota(
             used=verdict.cpu_used,
