@@ -272,7 +272,10 @@ def build_app(
         return JSONResponse(service.environment_listing())
 
     async def health(request: Request) -> Response:
-        return JSONResponse(service.health(request.query_params.get("challenge")))
+        answer = service.health(request.query_params.get("challenge"))
+        # 503 while draining: a load balancer's (or Kubernetes') check takes it out of rotation;
+        # a pool reads the signed body and keeps collecting the results of its jobs.
+        return JSONResponse(answer, status_code=503 if answer.status == "draining" else 200)
 
     async def stream(websocket: WebSocket) -> None:
         job = service.jobs.get(websocket.path_params["job_id"])

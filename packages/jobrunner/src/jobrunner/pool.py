@@ -93,10 +93,18 @@ class Worker:
     problem: str = "not checked yet"
     queue_length: int = 0
     failed_checks: int = 0  # in a row; `lost_after` of them and its jobs are lost
+    # Shutting down (its signed `GET /health` says `draining`): it gets no new job, and the pool
+    # keeps collecting the records of the jobs it has, which it serves until they are collected.
+    draining: bool = False
 
     @property
     def url(self) -> str:
         return self.entry.url.rstrip("/")
+
+    @property
+    def available(self) -> bool:
+        """Whether new jobs may go to it."""
+        return self.healthy and not self.draining
 
     @property
     def load(self) -> float:
@@ -219,6 +227,7 @@ class Pool:
     async def _check(self, worker: Worker) -> None:
         nonce = secrets.token_urlsafe(24)
         problem = None
+        draining = False
         session = self.session("health")
         try:
             async with session.get(f"{worker.url}/health", params={"challenge": nonce}) as reply:
@@ -232,19 +241,27 @@ class Pool:
             ):
                 problem = "failed the signed challenge (it does not hold the key)"
             else:
+                draining = body.get("status") == "draining"
                 async with session.get(f"{worker.url}/stats") as reply:
                     stats = await reply.json(content_type=None)
                 worker.queue_length = int(stats.get("system", {}).get("queue_length", 0))
         except (aiohttp.ClientError, TimeoutError, ValueError, AttributeError) as error:
             problem = f"unreachable ({type(error).__name__})"
-        was_healthy, was_problem = worker.healthy, worker.problem
+        was_healthy, was_problem, was_draining = worker.healthy, worker.problem, worker.draining
         worker.healthy, worker.problem = problem is None, problem or ""
+        worker.draining = problem is None and draining
         worker.failed_checks = 0 if problem is None else worker.failed_checks + 1
         if was_healthy != worker.healthy or was_problem != worker.problem:
             log.info(
                 "worker %s is %s",
                 worker.url,
                 "healthy" if worker.healthy else f"unhealthy: {problem}",
+            )
+        if worker.draining and not was_draining:
+            log.info(
+                "worker %s is draining: no new jobs go to it; the results of its jobs are "
+                "collected as they finish",
+                worker.url,
             )
         if worker.failed_checks >= self.lost_after:
             self._lose_jobs(worker)
@@ -315,7 +332,7 @@ class Pool:
             "Content-Length": str(body.size),
             "X-Forwarded-For": client_ip,
         }
-        for worker in sorted((w for w in self.workers if w.healthy), key=lambda w: w.load):
+        for worker in sorted((w for w in self.workers if w.available), key=lambda w: w.load):
             try:
                 async with self.session("api").post(
                     f"{worker.url}/submit", data=body.chunks(), headers=headers, timeout=timeout

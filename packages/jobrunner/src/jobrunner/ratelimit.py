@@ -196,6 +196,10 @@ class RateLimiter:
         client = self._clients.get(key)
         return client.streams if client else 0
 
+    def streams_open(self) -> int:
+        """Streams open now, of every client."""
+        return sum(client.streams for client in self._clients.values())
+
     def _close_stream(self, key: str) -> None:
         client = self._clients.get(key)
         if client is not None:

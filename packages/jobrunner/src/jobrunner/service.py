@@ -60,6 +60,7 @@ STDIN_FILE = "stdin"
 # pool's 30 s for a short upstream request.
 CANCEL_PATIENCE = 20.0
 CANCELLED_NOTE = "the job was cancelled (DELETE /jobs/{id})"
+SHUTDOWN_NOTE = "the job was cancelled: the server shut down and its grace of {grace:g} s was over"
 
 
 def _shown(name: str) -> str:
@@ -206,33 +207,85 @@ class JobService:
         self.jobs_dir.mkdir(mode=0o711, exist_ok=True)
         self.environments.prepare()
 
+    async def shutdown(self) -> None:
+        """What SIGTERM does (`server.py`): drain, then hand the finished jobs over."""
+        await self.drain()
+        await self.hand_over()
+
     async def drain(self) -> None:
-        """Stop accepting (submit answers 503) and give running jobs the grace period, while
-        their status and log stay readable. Queued jobs are lost."""
+        """Stop accepting (submit answers 503, `GET /health` says `draining`) and give the jobs
+        already accepted, queued ones included, the grace period to finish while their status
+        and log stay readable. Those unfinished when it is over are stopped: `failed`, `failure:
+        cancelled`, signed, their log saying why, so that every job accepted has a final record
+        to collect (a pool in front of this server reports it instead of `worker_lost`)."""
         if self.accepting:
+            unfinished = self._unfinished()
             log.info(
-                "draining: new jobs are refused (503), %d queued job(s) dropped, %d running "
-                "get up to %g s",
-                len(self.queue),
+                "draining: new jobs are refused (503), %d queued and %d running job(s) get up "
+                "to %g s",
+                sum(1 for job in unfinished if job.state == "queued"),
                 self.running,
                 self.settings.shutdown_grace,
                 extra={"event": "server.draining"},
             )
         self.accepting = False
-        self.queue.clear()
         deadline = self.clock() + self.settings.shutdown_grace
         async with self._queue_changed:
-            while self.running and (left := deadline - self.clock()) > 0:
+            while self._unfinished() and (left := deadline - self.clock()) > 0:
+                # Woken when a job ends; a second at most (a cancel or a failed build ends a
+                # queued job without a notification).
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._queue_changed.wait(), left)
-        if self.running:
-            log.info("drained: the grace is over, %d running job(s) are stopped", self.running)
+                    await asyncio.wait_for(self._queue_changed.wait(), min(left, 1.0))
+        if unfinished := self._unfinished():
+            log.info(
+                "drained: the grace is over, %d unfinished job(s) are stopped (cancelled)",
+                len(unfinished),
+            )
+            note = SHUTDOWN_NOTE.format(grace=self.settings.shutdown_grace)
+            await asyncio.gather(*(self._stop(job, note) for job in unfinished))
         else:
             log.info("drained: no job is running")
 
+    async def hand_over(self) -> None:
+        """After the drain: keep serving finished jobs until each was collected (its final
+        record read, by `GET /status`, a long poll or a cancel's answer, and every output
+        downloaded) or deleted (`retention`, `delete_after_download`), and no log or download
+        is still being sent. A job finished before this began is deleted within `retention`, so
+        that bounds the wait. Then the server may exit: a pool has the records, the clients
+        their files."""
+        deadline = self.clock() + self.settings.retention
+        if not self._handing_over():
+            return
+        log.info(
+            "handing over: %d finished job(s) not yet collected (status read in a final state, "
+            "every output downloaded); serving them until they are, or deleted (at most %g s; "
+            "a second SIGTERM stops at once)",
+            len(self._uncollected()),
+            self.settings.retention,
+            extra={"event": "server.handing_over"},
+        )
+        while self._handing_over() and self.clock() < deadline:
+            await asyncio.sleep(0.2)  # reads, downloads and deletions come from other tasks
+        log.info(
+            "handed over: %d finished job(s) left uncollected",
+            len(self._uncollected()),
+            extra={"event": "server.handed_over"},
+        )
+
+    def _unfinished(self) -> list[Job]:
+        return [job for job in self.jobs.values() if not job.finished]
+
+    def _uncollected(self) -> list[Job]:
+        return [job for job in self.jobs.values() if job.finished and not job.collected]
+
+    def _handing_over(self) -> bool:
+        return bool(self._uncollected()) or self.limiter.streams_open() > 0
+
     async def stop(self) -> None:
-        """Drain (if that has not happened yet), then cancel what is left."""
-        await self.drain()
+        """Drain (unless a drain has begun: one cancelled by a second signal means at once),
+        then cancel what is left."""
+        if self.accepting:
+            await self.drain()
         for task in [*self._tasks, *self._waiting]:
             task.cancel()
         await asyncio.gather(*self._tasks, *self._waiting, return_exceptions=True)
@@ -473,7 +526,7 @@ class JobService:
             if job.cancelled.is_set():
                 # Whatever the jail was doing when the cancel came (even finishing): a cancelled
                 # job has no results, only what it used.
-                job.failure, note = "cancelled", CANCELLED_NOTE
+                job.failure, note = "cancelled", job.cancel_note or CANCELLED_NOTE
             else:
                 note = self._keep_outputs(job, result) or note
         except EnvironmentUnavailable as error:
@@ -596,17 +649,23 @@ class JobService:
         job = self.find(job_id)
         if job.finished:
             raise errors.job_finished(job.id, job.state, job.failure)
+        await self._stop(job, CANCELLED_NOTE)
+        return self._read(job)
+
+    async def _stop(self, job: Job, note: str) -> None:
+        """Cancel an unfinished job, `note` its log's last line: a queued one never runs, a
+        running one's jail is killed and waited for (at most CANCEL_PATIENCE)."""
+        job.cancel_note = note
         job.cancelled.set()
         if job.state == "queued":
             with contextlib.suppress(ValueError):  # absent: waiting for its environment
                 self.queue.remove(job.id)
             job.failure = "cancelled"
-            self._finish(job, self.clock(), CANCELLED_NOTE)
+            self._finish(job, self.clock(), note)
         else:
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(CANCEL_PATIENCE):
                     await job.done.wait()
-        return self._record(job)
 
     async def wait(self, job_id: str, seconds: float) -> StatusRecord:
         """The job's record once it has finished, or after `seconds` as it is then. A waiter
@@ -616,7 +675,7 @@ class JobService:
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(seconds):
                     await job.done.wait()
-        return self._record(job)
+        return self._read(job)
 
     # --- reading ---------------------------------------------------------------------------------
 
@@ -628,6 +687,13 @@ class JobService:
 
     def _record(self, job: Job) -> StatusRecord:
         return job.record(self.key.worker_id, self._position(job))
+
+    def _read(self, job: Job) -> StatusRecord:
+        """The record as a client (or a pool) reads it: once final, the job's result has been
+        collected as far as the record goes (see `hand_over`)."""
+        if job.finished:
+            job.record_read = True
+        return self._record(job)
 
     def _position(self, job: Job) -> int | None:
         """1 for the next job to start, 2 for the one after it, ... (`Scheduler.order`: as of
@@ -647,7 +713,7 @@ class JobService:
         return slot
 
     def status(self, job_id: str) -> StatusRecord:
-        return self._record(self.find(job_id))
+        return self._read(self.find(job_id))
 
     def outputs(self, job_id: str) -> OutputListing:
         job = self.find(job_id)
@@ -691,8 +757,9 @@ class JobService:
             "job runs in an nsjail sandbox and its status, log and outputs are served here.",
             privacy=f"No accounts. Jobs and their files are deleted {s.delete_after_download:g} s "
             f"after every output has been downloaded, and at the latest "
-            f"{s.retention:g} s after they finish. The queue lives in memory: jobs still "
-            "queued when the server stops are lost. Client IP addresses are kept in memory "
+            f"{s.retention:g} s after they finish. The queue lives in memory: a server that "
+            f"stops runs the jobs it accepted for up to {s.shutdown_grace:g} s and cancels "
+            "those still unfinished then. Client IP addresses are kept in memory "
             "only as long as the rate-limit windows need them.",
             limits=f"per IP: {s.rate_cpu_seconds:g} CPU-seconds per {s.rate_cpu_window:g} s, "
             f"{s.rate_concurrent} concurrent jobs, {s.rate_per_hour} jobs per hour, "
@@ -704,7 +771,10 @@ class JobService:
         )
 
     def health(self, challenge: str | None) -> Health:
-        return self.key.health("healthy", challenge)
+        """`healthy`, or `draining` once shutting down: it takes no new job, and a pool or a
+        load balancer sends it none (the edge answers 503 then) while it finishes and hands
+        over the ones it has."""
+        return self.key.health("healthy" if self.accepting else "draining", challenge)
 
     # --- deletion --------------------------------------------------------------------------------
 
