@@ -64,6 +64,7 @@ class Config(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     health_max_age_hours: Annotated[int, msgspec.Meta(ge=0)] = 24
     health_confirm_hours: Annotated[int, msgspec.Meta(ge=0)] = 4
     fetch_on_add: bool = True
+    trash_days: Annotated[int, msgspec.Meta(ge=0)] = 30
 
 
 HELP: dict[str, str] = {
@@ -86,6 +87,7 @@ HELP: dict[str, str] = {
     "health_max_age_hours": "`bookmark health` skips results younger than this",
     "health_confirm_hours": "failures this far apart confirm a link is broken",
     "fetch_on_add": "`bookmark add` without --title fetches title and description",
+    "trash_days": "days a deleted bookmark stays in the trash (`marks trash`) before it is gone",
 }
 KEYS = Config.__struct_fields__
 KEYS_BOOL = {name: type(getattr(Config(), name)) is bool for name in KEYS}
