@@ -176,13 +176,24 @@ def purge(store: Store, before: dt.datetime | None) -> int:
     if before is None:
         count = store.value("SELECT count(*) FROM trash")
         store.execute("DELETE FROM trash")
+        tidy(store)
         return count
     cutoff = clock.to_text(before)
-    if store.one("SELECT 1 FROM trash WHERE deleted_at < ? LIMIT 1", (cutoff,)) is None:
+    if store.one("SELECT 1 FROM trash WHERE deleted_at <= ? LIMIT 1", (cutoff,)) is None:
         return 0  # the usual case, one index probe: no write
-    count = store.value("SELECT count(*) FROM trash WHERE deleted_at < ?", (cutoff,))
-    store.execute("DELETE FROM trash WHERE deleted_at < ?", (cutoff,))
+    count = store.value("SELECT count(*) FROM trash WHERE deleted_at <= ?", (cutoff,))
+    store.execute("DELETE FROM trash WHERE deleted_at <= ?", (cutoff,))
+    tidy(store)
     return count
+
+
+def tidy(store: Store) -> None:
+    """Forget undo steps with nothing left to undo (their bookmarks were restored by hand or
+    left the trash), so `marks undo` never spends a turn on one. At most UNDO_STEPS rows."""
+    store.execute(
+        "DELETE FROM undo_steps WHERE NOT EXISTS (SELECT 1 FROM trash WHERE step = undo_steps.id) "
+        "AND NOT EXISTS (SELECT 1 FROM undo_bookmarks WHERE step = undo_steps.id)"
+    )
 
 
 def _chunks(items: Sequence[Any], size: int = 500) -> Iterable[Sequence[Any]]:

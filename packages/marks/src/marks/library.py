@@ -319,8 +319,7 @@ class Library:
         unknown = set(changes) - EDITABLE
         if unknown:
             raise Invalid(f"cannot change {', '.join(sorted(unknown))}")
-        lossy = {"url", "title", "description", "tags"} & set(changes)  # what undo puts back
-        with self.undoable("update") if lossy else self.store.transaction():
+        with self.store.transaction():
             current = self.get(bookmark_id)
             columns: dict[str, Any] = {}
             if "url" in changes:
@@ -341,18 +340,25 @@ class Library:
             for name in ("starred", "archived"):
                 if name in changes:
                     columns[name] = int(bool(changes[name]))
-            if lossy:
-                fields = [*columns, *(["url_key", "domain"] if "url" in columns else [])]
-                self.before([bookmark_id], sorted(set(fields)), tags="tags" in changes)
-                self.said(f"changed {', '.join(sorted(lossy))} of bookmark {bookmark_id}")
-            if columns:
-                assignments = ", ".join(f"{name} = ?" for name in columns)
-                self.store.execute(
-                    f"UPDATE bookmarks SET {assignments} WHERE id = ?",
-                    (*columns.values(), bookmark_id),
-                )
-            if "tags" in changes:
-                self._set_tags(current.id, _clean_tags(changes["tags"]))
+            new_tags = _clean_tags(changes["tags"]) if "tags" in changes else None
+            lost = [  # text a change overwrites: undo puts it back (a star is one click back)
+                name
+                for name in ("url", "title", "description")
+                if name in columns and columns[name] != getattr(current, name)
+            ] + (["tags"] if new_tags is not None and new_tags != current.tags else [])
+            with self.undoable("update") if lost else contextlib.nullcontext():
+                if lost:
+                    fields = [*columns, *(["url_key", "domain"] if "url" in columns else [])]
+                    self.before([bookmark_id], sorted(set(fields)), tags="tags" in lost)
+                    self.said(f"changed the {', '.join(lost)} of bookmark {bookmark_id}")
+                if columns:
+                    assignments = ", ".join(f"{name} = ?" for name in columns)
+                    self.store.execute(
+                        f"UPDATE bookmarks SET {assignments} WHERE id = ?",
+                        (*columns.values(), bookmark_id),
+                    )
+                if new_tags is not None:
+                    self._set_tags(current.id, new_tags)
         updated = self.get(bookmark_id)
         self._fire("on_bookmark_updated", updated)
         return updated

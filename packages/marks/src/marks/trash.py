@@ -22,6 +22,8 @@ class UndoReport(msgspec.Struct):
     restored: list[Restored]  # bookmarks back from the trash
     changed: int  # bookmarks whose fields or tags were put back
     remaining: int  # changes the journal still remembers (`marks undo` again)
+    message: str = ""  # the one line every front end shows
+    notes: list[str] = []  # per bookmark: came back under another id, URL bookmarked again
 
 
 def entries(library: Library) -> list[TrashEntry]:
@@ -48,6 +50,7 @@ def restore(library: Library, ids: Iterable[int]) -> list[Restored]:
             restored += journal.restore(
                 store, f"bookmark_id IN ({','.join('?' * len(chunk))})", chunk
             )
+        journal.tidy(store)
         library.tags_changed()
     return restored
 
@@ -76,7 +79,21 @@ def undo(library: Library) -> UndoReport:
         library.tags_changed()
         journal.forget(store, step.id)
         remaining = store.value("SELECT count(*) FROM undo_steps")
-    return UndoReport(step.action, step.summary, step.at, restored, changed, remaining)
+    report = UndoReport(step.action, step.summary, step.at, restored, changed, remaining)
+    done = []
+    if restored:
+        done.append(f"restored {len(restored)} bookmark(s) from the trash")
+    if changed:
+        done.append(f"put back the fields or tags of {changed} bookmark(s)")
+    report.message = (
+        f"undid {step.action} ({step.summary}): {'; '.join(done) or 'nothing was left to put back'}"
+    )
+    report.notes = notes(restored)
+    return report
+
+
+def notes(restored: list[Restored]) -> list[str]:
+    return [note for note in map(describe, restored) if note]
 
 
 def describe(restored: Restored) -> str | None:

@@ -92,16 +92,6 @@ def undo() -> None:
     report = service.undo(state().library)
     if state().format == "json":
         show.emit_json(report)
-    for item in report.restored:
-        note = service.describe(item)
-        if note:
-            click.echo(f"marks: {note}", err=True)
-    done = []
-    if report.restored:
-        done.append(f"restored {len(report.restored)} bookmark(s) from the trash")
-    if report.changed:
-        done.append(f"put back the fields or tags of {report.changed} bookmark(s)")
-    click.echo(
-        f"undid {report.action} ({report.summary}): {'; '.join(done) or 'nothing was left to put back'}",
-        err=True,
-    )
+    for note in report.notes:
+        click.echo(f"marks: {note}", err=True)
+    click.echo(report.message, err=True)

@@ -23,6 +23,7 @@ from marks.server import (
     routes_queue,
     routes_tags,
     routes_transfer,
+    routes_trash,
 )
 from marks.server.endpoint import Endpoint, Libraries, make_handler
 from marks.server.security import Guard
@@ -43,6 +44,7 @@ MODULES = (
     routes_queue,
     routes_tags,
     routes_transfer,
+    routes_trash,
 )
 
 
