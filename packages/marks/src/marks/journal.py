@@ -66,7 +66,7 @@ def dependents(store: Store) -> list[tuple[str, str]]:
     """(table, column) for every column that refers to a bookmark, foreign key or not."""
     found = list(
         store.execute(
-            "SELECT m.name, f.\"from\" FROM sqlite_schema m, pragma_foreign_key_list(m.name) f "
+            'SELECT m.name, f."from" FROM sqlite_schema m, pragma_foreign_key_list(m.name) f '
             "WHERE m.type = 'table' AND f.\"table\" = 'bookmarks' ORDER BY m.name, f.id"
         )
     )
@@ -90,7 +90,8 @@ def _as_json(store: Store, table: str, alias: str) -> str:
     parts = []
     for name in columns(store, table):
         column = f"{alias}.{_quote(name)}"
-        value = f"CASE typeof({column}) WHEN 'blob' THEN json_object('hex', hex({column})) ELSE {column} END"
+        blob = f"json_object('hex', hex({column}))"
+        value = f"CASE typeof({column}) WHEN 'blob' THEN {blob} ELSE {column} END"
         parts.append(f"'{name.replace(chr(39), chr(39) * 2)}', {value}")
     return f"json_object({', '.join(parts)})"
 
@@ -282,7 +283,7 @@ def _insert(store: Store, table: str, rows: list[dict[str, Any]], ignore: bool =
 
 def restore(store: Store, where: str, bindings: Sequence[Any] = ()) -> list[Restored]:
     """Put the trash entries chosen by `where` back (within the caller's transaction)."""
-    chosen = store.execute(
+    chosen: list[Any] = store.execute(
         f"SELECT id, bookmark_id, url, title, url_key FROM trash WHERE {where} "
         "ORDER BY deleted_at, id",
         bindings,
@@ -292,12 +293,11 @@ def restore(store: Store, where: str, bindings: Sequence[Any] = ()) -> list[Rest
     keys = [row[4] for row in chosen]
     owners: dict[str, int] = {}
     for chunk in _chunks(keys):
-        owners.update(
-            store.execute(
-                f"SELECT url_key, id FROM bookmarks WHERE url_key IN ({','.join('?' * len(chunk))})",
-                chunk,
-            ).fetchall()
-        )
+        for key, owner in store.execute(
+            f"SELECT url_key, id FROM bookmarks WHERE url_key IN ({','.join('?' * len(chunk))})",
+            chunk,
+        ):
+            owners[str(key)] = int(owner)
     wanted = [row[1] for row in chosen]
     taken: set[int] = set()
     for chunk in _chunks(wanted):
@@ -351,9 +351,11 @@ def restore(store: Store, where: str, bindings: Sequence[Any] = ()) -> list[Rest
         rows = []
         for _, row in by_table[table]:
             for name in to_bookmarks[table]:
-                row[name] = remapped.get(row.get(name), row.get(name))
+                value: Any = row.get(name)
+                row[name] = remapped.get(value, value)
             for name in tag_columns:
-                row[name] = tag_ids.get(row.get(name), row.get(name))
+                value = row.get(name)
+                row[name] = tag_ids.get(value, value)
             rows.append(row)
         _insert(store, table, rows)
     rows = []
@@ -409,9 +411,7 @@ class Step(msgspec.Struct):
 
 def begin(store: Store, action: str, now: dt.datetime) -> int:
     """A new step (the oldest beyond UNDO_STEPS are forgotten)."""
-    store.execute(
-        "INSERT INTO undo_steps (at, action) VALUES (?, ?)", (clock.to_text(now), action)
-    )
+    store.execute("INSERT INTO undo_steps (at, action) VALUES (?, ?)", (clock.to_text(now), action))
     step = store.db.last_insert_rowid()
     store.execute("DELETE FROM undo_steps WHERE id <= ?", (step - UNDO_STEPS,))
     return step
@@ -462,7 +462,7 @@ def save(store: Store, step: int, ids: Iterable[int], fields: Sequence[str], tag
 def put_back(store: Store, step: int) -> int:
     """Apply a step's before-images (the earliest image of each bookmark wins); returns how
     many bookmarks changed back. A URL taken again meanwhile stops the undo (Conflict)."""
-    images = store.execute(
+    images: list[Any] = store.execute(
         "SELECT bookmark_id, fields, tag_ids FROM undo_bookmarks WHERE step = ? "
         "ORDER BY rowid DESC",
         (step,),
@@ -476,7 +476,8 @@ def put_back(store: Store, step: int) -> int:
     changed: set[int] = set()
     for tag in renamed:
         changed.update(
-            bid for (bid,) in store.execute(
+            bid
+            for (bid,) in store.execute(
                 "SELECT bookmark_id FROM bookmark_tags WHERE tag_id = ?", (tag,)
             )
         )

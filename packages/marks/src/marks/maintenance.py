@@ -9,7 +9,15 @@ from marks.library import Library
 from marks.store import Store
 
 # What `Library.merge_into` may change on the bookmark kept (undo puts them back).
-MERGED_FIELDS = ("added", "last_visited", "visit_count", "title", "description", "starred", "archived")
+MERGED_FIELDS = (
+    "added",
+    "last_visited",
+    "visit_count",
+    "title",
+    "description",
+    "starred",
+    "archived",
+)
 TRACKING = ("utm_", "fbclid", "gclid", "mc_cid", "mc_eid", "ref_src", "igshid")
 
 
