@@ -4,7 +4,7 @@ before-images that let `marks undo` put back what a change overwrote.
 Below the library (it runs SQL on a `Store`, inside the caller's transaction). What hangs on a
 bookmark is found through the schema: every table with a foreign key to `bookmarks` (PRAGMA
 foreign_key_list), so a table a later migration adds is trashed and restored without a change
-here. Each row is kept as a JSON object of its columns (a BLOB as `{"hex": ...}`), so a column a
+here. Each row is kept as a JSONB object of its columns (a BLOB as `{"hex": ...}`), so a column a
 later migration adds gets its default on restore. Rows those rows point to in other tables (a
 bookmark's tags) are kept beside them; tags are matched again by name when they come back.
 """
@@ -94,7 +94,7 @@ def _as_json(store: Store, table: str, alias: str) -> str:
         blob = f"json_object('hex', hex({column}))"
         value = f"CASE typeof({column}) WHEN 'blob' THEN {blob} ELSE {column} END"
         parts.append(f"'{name.replace(chr(39), chr(39) * 2)}', {value}")
-    return f"json_object({', '.join(parts)})"
+    return f"jsonb_object({', '.join(parts)})"  # JSONB: read back without parsing text
 
 
 def _value(value: Any) -> Any:
@@ -501,7 +501,7 @@ def restore(store: Store, where: str, bindings: Sequence[Any] = ()) -> list[Rest
         edges = [
             json.loads(text)
             for (text,) in store.execute(
-                "SELECT r.row FROM trash_rows r JOIN temp.plan p ON p.entry = r.entry "
+                "SELECT json(r.row) FROM trash_rows r JOIN temp.plan p ON p.entry = r.entry "
                 "WHERE r.tbl = 'graph_edges'"
             )
         ]

@@ -329,7 +329,7 @@ STEPS: list[Migration] = [
     Migration("-- nothing to change: the version number is the point"),
     # 9 (trash and undo): a deleted bookmark moves to the trash with every row that hangs on it
     # (found through the foreign keys to `bookmarks`, so tables added later come along), each
-    # row as a JSON object of its columns (BLOBs as {"hex": ...}); the undo journal keeps, per
+    # row as a JSONB object of its columns (BLOBs as {"hex": ...}); the undo journal keeps, per
     # destructive change, what the change is about to overwrite (see `marks.journal`).
     Migration(
         """
@@ -367,7 +367,7 @@ STEPS: list[Migration] = [
     CREATE TABLE trash_rows (
         entry INTEGER NOT NULL REFERENCES trash (id) ON DELETE CASCADE,
         tbl TEXT NOT NULL,                     -- the table the row came from
-        row TEXT NOT NULL                      -- JSON object: column -> value
+        row BLOB NOT NULL                      -- JSONB object: column -> value
     );
     CREATE INDEX trash_rows_by_entry ON trash_rows (entry);
     """
