@@ -59,6 +59,7 @@ def test_empty_the_trash_and_bad_input_over_rest(client):
     assert client.delete("/trash", params={"older_than": 3}).json() == {"removed": 0}
     assert_error(client.delete("/trash", params={"older_than": "soon"}), 400)
     assert_error(client.delete("/trash", params={"older_than": -1}), 400)
+    assert_error(client.delete("/trash", params={"older_than": 10**18}), 400)
     assert client.delete("/trash").json() == {"removed": 1}
     assert client.get("/trash").json() == []
     assert_error(client.post("/trash/99999999999999999999/restore"), 404)

@@ -472,7 +472,7 @@ def test_shell_rm_trash_and_undo(marks):
     run = marks("shell", "-c", "rm -f 1; trash; undo; ls /bookmarks")
     assert run.code == 0, run.err
     lines = run.out.splitlines()
-    assert lines[0] == "deleted 1 bookmark(s) (in the trash: `undo` brings them back)"
+    assert lines[0] == "deleted 1 bookmark(s)"
     assert lines[1].split()[0] == "1" and lines[1].endswith("Alpha")
     assert lines[2].startswith("undid delete (deleted 1 bookmark(s): 1 (Alpha))")
     assert [line.split()[0] for line in lines[3:]] == ["2", "1"]

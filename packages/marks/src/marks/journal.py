@@ -27,6 +27,7 @@ from marks.store import Store
 # which `trash_days` bounds). Older steps are forgotten; their bookmarks stay in the trash.
 UNDO_STEPS = 20
 TRASH_DAYS = 30  # config `trash_days`: how long a deleted bookmark waits in the trash
+MAX_DAYS = 100_000  # any longer is "forever" (and a date before year 1 cannot be written)
 # Per-bookmark rows without a foreign key (graph edges are emptied at once on a rebuild, see
 # schema 7): kept like the others, and restored when both of their bookmarks are back.
 UNLINKED = (("graph_edges", "source"), ("graph_edges", "target"))

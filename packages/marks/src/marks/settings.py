@@ -64,7 +64,7 @@ class Config(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     health_max_age_hours: Annotated[int, msgspec.Meta(ge=0)] = 24
     health_confirm_hours: Annotated[int, msgspec.Meta(ge=0)] = 4
     fetch_on_add: bool = True
-    trash_days: Annotated[int, msgspec.Meta(ge=0)] = 30
+    trash_days: Annotated[int, msgspec.Meta(ge=0, le=100_000)] = 30
 
 
 HELP: dict[str, str] = {

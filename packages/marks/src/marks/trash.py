@@ -59,8 +59,8 @@ def empty(library: Library, older_than_days: int | None = None) -> int:
     """Forget trash entries for good: all, or those deleted more than N days ago."""
     before = None
     if older_than_days is not None:
-        if older_than_days < 0:
-            raise Invalid("--older-than takes a number of days, 0 or more")
+        if not 0 <= older_than_days <= journal.MAX_DAYS:
+            raise Invalid(f"--older-than takes a number of days from 0 to {journal.MAX_DAYS}")
         before = library.now() - dt.timedelta(days=older_than_days)
     with library.store.transaction():
         return journal.purge(library.store, before)

@@ -68,7 +68,7 @@ def _restored(restored: list) -> None:
 @trash.command()
 @click.option(
     "--older-than",
-    type=click.IntRange(0),
+    type=click.IntRange(0, 100_000),
     metavar="DAYS",
     help="Only what was deleted more than DAYS days ago.",
 )

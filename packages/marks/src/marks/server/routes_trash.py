@@ -2,9 +2,9 @@
 
 import msgspec
 
-from marks import trash
+from marks import journal, trash
 from marks.library import Library
-from marks.server.endpoint import MAX_ID, Call, Endpoint, Param
+from marks.server.endpoint import Call, Endpoint, Param
 from marks.trash import Restored, TrashEntry, UndoReport
 
 
@@ -39,7 +39,7 @@ ENDPOINTS = [
              entries, response=list[TrashEntry]),
     Endpoint("DELETE", "/trash", "Forget deleted bookmarks for good (all, or older than N days)",
              empty, (Param("older_than", int, None, "only those deleted more than N days ago",
-                           0, MAX_ID),), response=Removed),
+                           0, journal.MAX_DAYS),), response=Removed),
     Endpoint("POST", "/trash/{id:int}/restore",
              "Put a deleted bookmark back with its tags, queue entry, checks and pages",
              restore, response=RestoreOut, errors=(404,)),

@@ -450,7 +450,7 @@ class Commands:
         deleted = self.s.library.delete(ids)
         if self.here_missing():
             self.s.cwd = vfs.parent(self.s.cwd)
-        self.out(f"deleted {deleted} bookmark(s) (in the trash: `undo` brings them back)")
+        self.out(f"deleted {deleted} bookmark(s)")
 
     @command(
         "trash [list | restore ID... | empty [-f] [--older-than DAYS]]",
