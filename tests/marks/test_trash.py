@@ -310,7 +310,7 @@ def test_undo_of_an_edit_whose_old_url_was_taken_meanwhile_refuses_and_changes_n
 
 # --- the property: any sequence, then undo, restores the prior content ------------------------
 
-URLS = [f"https://site{n}.example/p" for n in range(6)]
+URLS = [f"https://site{n}.example/p" for n in range(5)] + ["http://www.site0.example/p/"]
 TAG_NAMES = ["a", "a/b", "B", "c", "Äpfel", "äpfel/x"]
 picks = st.lists(st.integers(0, 5), max_size=3)
 changes = [  # the destructive changes undo covers
@@ -320,6 +320,7 @@ changes = [  # the destructive changes undo covers
     st.tuples(st.just("rename"), st.sampled_from(TAG_NAMES), st.sampled_from(TAG_NAMES)),
     st.tuples(st.just("tagdelete"), st.sampled_from(TAG_NAMES)),
     st.tuples(st.just("edit"), st.integers(0, 5), st.text(max_size=5)),
+    st.tuples(st.just("dedupe")),  # site0 twice (http, www., a slash) is one page to dedupe
 ]
 others = [
     st.tuples(
@@ -350,6 +351,9 @@ def _apply(library: Library, step: tuple) -> bool:
                 library.tag_delete(name)
             case ("edit", index, title):
                 library.update(pick([index])[0], title=title, tags=["edited"])
+            case ("dedupe",):
+                if not merge_duplicates(library, duplicate_groups(library)):
+                    return False
             case ("restore", index):
                 held = [e.id for e in trash.entries(library)]
                 trash.restore(library, [held[index % len(held)]] if held else [])
@@ -366,6 +370,7 @@ def _apply(library: Library, step: tuple) -> bool:
 @example(history=[], change=("rename", "c", "B"))  # a merge into an existing tag
 @example(history=[], change=("rename", "äpfel", "ÄPFEL"))  # the case only
 @example(history=[("delete", [0])], change=("rename", "B", "zzz"))
+@example(history=[("add", URLS[5], ["c", "new"])], change=("dedupe",))
 def test_undo_after_any_sequence_restores_the_exact_prior_content(
     tmp_path_factory, history, change
 ):
