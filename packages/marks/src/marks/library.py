@@ -372,14 +372,15 @@ class Library:
         """Move bookmarks to the trash with everything that hangs on them (`marks undo` or
         `trash restore` brings them back; `trash_days` later they are gone)."""
         ids = list(dict.fromkeys(ids))
-        with self.undoable("delete") as step:
-            gone = self.get_many(ids)  # all exist, or none goes
-            self.purge_trash()
-            journal.move(self.store, ids, self.now(), step)
-            self._drop_orphan_tags()
-            names = ", ".join(f"{b.id} ({b.title or b.url})" for b in gone[:3])
-            more = f" and {len(gone) - 3} more" if len(gone) > 3 else ""
-            self.said(f"deleted {len(gone)} bookmark(s): {names}{more}")
+        with self.store.transaction():
+            self.purge_trash()  # before the step begins: a purge forgets steps with no rows
+            with self.undoable("delete") as step:
+                gone = self.get_many(ids)  # all exist, or none goes
+                journal.move(self.store, ids, self.now(), step)
+                self._drop_orphan_tags()
+                names = ", ".join(f"{b.id} ({b.title or b.url})" for b in gone[:3])
+                more = f" and {len(gone) - 3} more" if len(gone) > 3 else ""
+                self.said(f"deleted {len(gone)} bookmark(s): {names}{more}")
         for bookmark in gone:
             self._fire("on_bookmark_deleted", bookmark)
         return len(ids)
