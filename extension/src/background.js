@@ -6,6 +6,7 @@ import { Client, ServerError } from "./lib/api.js";
 import { LookupCache, STATES, stateFor } from "./lib/badge.js";
 import { Outbox } from "./lib/outbox.js";
 import { api, load } from "./lib/settings.js";
+import { saveSnapshot } from "./lib/snapshot.js";
 import { bookmarkable, urlKey } from "./lib/urlkey.js";
 
 const browser = api();
@@ -20,6 +21,7 @@ const MENUS = [
   ["add-link", "Add this link to marks", ["link"]],
   ["add-selection", "Add this page with the selection as description", ["selection"]],
   ["star-page", "Star this page in marks", ["page"]],
+  ["save-snapshot", "Save a snapshot of this page", ["page"]],
 ];
 
 async function client() {
@@ -152,6 +154,14 @@ async function flushOutbox() {
   return result;
 }
 
+// The page as the user sees it, kept by marks (the bookmark is added first when needed).
+async function snapshotTab(tab) {
+  const result = await saveSnapshot(browser, await client(), tab);
+  if (result.bookmark && tab) await remember(result.bookmark, tab.id);
+  if (result.status === "saved" && tab) await paint(tab.id, "saved");
+  return result;
+}
+
 async function countVisit(tabId, url) {
   const settings = await load();
   if (!settings.countVisits || !bookmarkable(url)) return;
@@ -190,6 +200,7 @@ const MENU_ACTIONS = {
   "add-link": addLink,
   "add-selection": addSelection,
   "star-page": (info, tab) => setStar(tab, true),
+  "save-snapshot": (info, tab) => snapshotTab(tab),
 };
 
 browser.contextMenus.onClicked.addListener((info, tab) => {
@@ -200,6 +211,7 @@ browser.commands.onCommand.addListener(async (command, tab) => {
   const active = tab ?? (await browser.tabs.query({ active: true, currentWindow: true }))[0];
   if (command === "quick-add") await quickAdd(active);
   if (command === "toggle-star") await toggleStar(active);
+  if (command === "save-snapshot") await snapshotTab(active);
 });
 
 browser.tabs.onUpdated.addListener((tabId, change, tab) => {
@@ -241,6 +253,7 @@ globalThis.marksActions = {
   addSelection,
   toggleStar,
   setStar,
+  snapshotTab,
   refreshBadge,
   flushOutbox,
   countVisit,

@@ -179,7 +179,7 @@ def lookup(server: Server, url: str):
 
 def test_shortcuts_actually_assigned_are_recorded_and_the_missing_one_reported(browser):
     commands = {c["name"]: c["shortcut"] for c in browser.run("() => chrome.commands.getAll()")}
-    assert set(commands) == {"_execute_action", "quick-add", "toggle-star"}
+    assert set(commands) == {"_execute_action", "quick-add", "toggle-star", "save-snapshot"}
     missing = sorted(name for name, key in commands.items() if not key)
     print("shortcuts after install:", commands)
     # What the extension reports is exactly what the browser left unassigned.
@@ -249,6 +249,7 @@ def test_context_menu_actions(browser, server, pages):
         "add-link",
         "add-selection",
         "star-page",
+        "save-snapshot",
     ]
     _, tab = browser.tab(f"{pages}/menus/page")
     link = {"linkUrl": f"{pages}/linked/target", "linkText": " The linked target "}

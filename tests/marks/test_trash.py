@@ -4,14 +4,13 @@ shell. (REST, the live server and the web UI: test_server_trash.py, test_webui_t
 
 import datetime as dt
 import json
-import zlib
 
 import apsw
 import pytest
 from hypothesis import HealthCheck, event, example, given, settings
 from hypothesis import strategies as st
 
-from marks import journal, trash
+from marks import journal, pagestore, trash
 from marks.exceptions import MarksError, NotFound
 from marks.library import Library
 from marks.maintenance import duplicate_groups, merge_duplicates
@@ -59,8 +58,8 @@ def fts_ids(store: Store, word: str) -> list[int]:
 
 
 def furnished(library: Library) -> list[int]:
-    """Three bookmarks with tags, a queue entry, health checks, page content (a BLOB) and a graph
-    edge: every kind of row that hangs on a bookmark today."""
+    """Three bookmarks with tags, a queue entry, health checks, page content, a snapshot and a
+    graph edge: every kind of row that hangs on a bookmark today."""
     a = library.add("https://a.example/", title="Alpha zebra", tags=["dev/python", "x"]).id
     b = library.add("https://b.example/", title="Beta", description="zebra", tags=["x"]).id
     c = library.add("https://c.example/", title="Gamma", tags=["solo"]).id
@@ -74,11 +73,18 @@ def furnished(library: Library) -> list[int]:
                 "1, '', 12)",
                 (bookmark_id,),
             )
+        page = pagestore.put(store, b"<p>quokka</p>")
         store.execute(
-            "INSERT INTO page_content (bookmark_id, fetched_at, url, status, kind, size, "
-            "original, text) VALUES (?, '2026-01-01T00:00:00Z', 'https://a.example/', 200, 'html', "
-            "5, ?, 'quokka page text')",
-            (a, zlib.compress(b"<p>quokka</p>")),
+            "INSERT INTO page_content (bookmark_id, fetched_at, url, status, kind, size, blob, "
+            "text) VALUES (?, '2026-01-01T00:00:00Z', 'https://a.example/', 200, 'html', 13, ?, "
+            "'quokka page text')",
+            (a, page),
+        )
+        shot = pagestore.put(store, b"<html>snapshot of a</html>")
+        store.execute(
+            "INSERT INTO snapshots (bookmark_id, taken_at, url, source, blob, size, title) "
+            "VALUES (?, '2026-01-02T00:00:00Z', 'https://a.example/', 'browser', ?, 26, 'A')",
+            (a, shot),
         )
         store.execute(
             "INSERT INTO graph_edges (source, target, weight, tags) VALUES (?, ?, 0.5, 0.5)",
@@ -101,10 +107,16 @@ def test_delete_moves_every_row_to_the_trash_and_restore_puts_them_back_exactly(
     listed = trash.entries(library)
     assert sorted(e.id for e in listed) == ids[:2]
     by_id = {e.id: e for e in listed}
-    # a: bookmark, 2 tag links, 2 tags, queue, check, page, edge;
+    # a: bookmark, 2 tag links, 2 tags, queue, check, page, snapshot, edge;
     # b: bookmark, tag link, tag, check, edge
-    assert by_id[ids[0]].rows == 9 and by_id[ids[1]].rows == 5
+    assert by_id[ids[0]].rows == 10 and by_id[ids[1]].rows == 5
     assert library.store.value("SELECT count(*) FROM tags WHERE name = 'dev/python'") == 0
+
+    # Page bodies nothing live refers to are collected (snapshot prune, db vacuum), but the
+    # trash's rows still name these two: they stay.
+    with library.store.transaction():
+        pagestore.collect(library.store)
+    assert library.store.value("SELECT count(*) FROM snapshot_blobs") == 2
 
     restored = trash.restore(library, ids[:2])
     assert sorted(r.id for r in restored) == ids[:2] and all(r.same_as is None for r in restored)
@@ -112,6 +124,7 @@ def test_delete_moves_every_row_to_the_trash_and_restore_puts_them_back_exactly(
     assert fts_ids(library.store, "zebra") == ids[:2]
     assert fts_ids(library.store, "quokka") == [ids[0]]  # the page text is searchable again
     assert trash.entries(library) == []
+    assert pagestore.check(library.store) == []  # every restored row finds its page
     library.store.execute("INSERT INTO bookmarks_fts (bookmarks_fts) VALUES ('integrity-check')")
 
 

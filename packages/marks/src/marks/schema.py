@@ -327,7 +327,44 @@ STEPS: list[Migration] = [
     # index again from the bookmarks on opening (`marks.store`). The version is the fence: an
     # older marks, which would trust a stale index or miss an absent one, refuses the file.
     Migration("-- nothing to change: the version number is the point"),
-    # 9 (trash and undo): a deleted bookmark moves to the trash with every row that hangs on it
+    # 9: page snapshots, and one store for every kept page body. `snapshot_blobs` holds each body
+    # once (keyed by the SHA-256 of its bytes, zlib-compressed): snapshots and page content point
+    # at it, so a page kept by both is stored once. Content's originals move there (the functions
+    # are registered by `marks.store`). Blobs outlive their last reference until `snapshot
+    # delete`, `snapshot prune` or `db vacuum` collects them, so a trash can hold rows that name
+    # them. The snapshot's text is page_content's text: the full-text index needs no change.
+    Migration(
+        """
+    CREATE TABLE snapshot_blobs (
+        sha256 TEXT PRIMARY KEY,               -- hex SHA-256 of the uncompressed bytes
+        size INTEGER NOT NULL,                 -- uncompressed bytes
+        data BLOB NOT NULL                     -- zlib-compressed
+    );
+    CREATE TABLE snapshots (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,  -- never reused: a link to a snapshot stays its
+        bookmark_id INTEGER NOT NULL REFERENCES bookmarks (id) ON DELETE CASCADE,
+        taken_at TEXT NOT NULL,
+        url TEXT NOT NULL,                     -- the page's URL (after redirects)
+        source TEXT NOT NULL CHECK (source IN ('fetch', 'browser')),
+        blob TEXT NOT NULL,                    -- snapshot_blobs.sha256 of the HTML
+        size INTEGER NOT NULL,                 -- bytes of the HTML
+        title TEXT NOT NULL DEFAULT '',
+        omitted TEXT NOT NULL DEFAULT '[]'     -- JSON: what was left out, and why
+    );
+    CREATE INDEX snapshots_by_bookmark ON snapshots (bookmark_id, id);
+    CREATE INDEX snapshots_by_blob ON snapshots (blob);
+
+    ALTER TABLE page_content ADD COLUMN blob TEXT;     -- snapshot_blobs.sha256 of the original
+    INSERT OR IGNORE INTO snapshot_blobs (sha256, size, data)
+        SELECT marks_sha256(marks_inflate(original)), length(marks_inflate(original)), original
+        FROM page_content WHERE original IS NOT NULL;
+    UPDATE page_content SET blob = marks_sha256(marks_inflate(original))
+        WHERE original IS NOT NULL;
+    ALTER TABLE page_content DROP COLUMN original;
+    CREATE INDEX page_content_by_blob ON page_content (blob);
+    """
+    ),
+    # 10 (trash and undo): a deleted bookmark moves to the trash with every row that hangs on it
     # (found through the foreign keys to `bookmarks`, so tables added later come along), each
     # row as a JSONB object of its columns (BLOBs as {"hex": ...}); the undo journal keeps, per
     # destructive change, what the change is about to overwrite (see `marks.journal`).

@@ -18,6 +18,7 @@ from marks import clock, limits, vfs
 from marks.exceptions import MarksError
 from marks.library import Library
 from marks.listing import Entry, Filesystem
+from marks.printable import escape
 from marks.query import quote_words
 from marks.rows import NAMES
 from marks.shell.lexer import Invocation, ShellError
@@ -85,7 +86,8 @@ class Commands:
     # --- helpers ---------------------------------------------------------------------------------
 
     def out(self, text: str = "") -> None:
-        self.s.write(text + "\n")
+        # Titles and descriptions came from pages and files: shown, never obeyed.
+        self.s.write(escape(text, keep="\n\t") + "\n")
 
     def here(self, path: str = ".") -> vfs.Location:
         return self.s.fs.locate(self.s.cwd, path)
@@ -360,9 +362,17 @@ class Commands:
         if not args:
             raise ShellError("tag: give one or more tags")
         ids = self.many(self.here(), "Tag", "tag")
-        for name in args:
-            self.s.library.tag_add(name, ids)
-        self.out(f"tagged {len(ids)} bookmark(s) with {', '.join(args)}")
+        added = {name: self.s.library.tag_add(name, ids) for name in args}
+        if all(count == len(ids) for count in added.values()):
+            self.out(f"tagged {len(ids)} bookmark(s) with {', '.join(args)}")
+            return
+        for name, count in added.items():  # say only what changed, tag by tag
+            had = len(ids) - count
+            if count == 0:
+                self.out(f"{name}: nothing changed, {had} bookmark(s) already had it")
+            else:
+                already = f", {had} already had it" if had else ""
+                self.out(f"tagged {count} bookmark(s) with {name}{already}")
 
     @command("untag TAG...", "remove tags from this bookmark, or from every bookmark here")
     def do_untag(self, args: list[str]) -> None:

@@ -4,6 +4,7 @@ import views from "../views/index.js";
 import { download, get, request, token } from "./api.js";
 import { h, snippet } from "./dom.js";
 import { offerUndo } from "./undo.js";
+import { closeViewer, showSnapshots, takeSnapshot } from "./snapshots.js";
 
 const PAGE = 50;
 const $ = (selector) => document.querySelector(selector);
@@ -192,6 +193,7 @@ function openEditor(bookmark) {
   $("#edit-error").textContent = "";
   $("#editor").showModal();
   form.url.focus();
+  showSnapshots(bookmark).catch((error) => message(error.message, true));
 }
 
 async function saveEditor(event) {
@@ -343,6 +345,8 @@ $("#add").addEventListener("click", () => openEditor(null));
 $("#edit-form").addEventListener("submit", saveEditor);
 $("#edit-cancel").addEventListener("click", () => $("#editor").close());
 $("#edit-delete").addEventListener("click", deleteEditing);
+$("#snapshot-take").addEventListener("click", () => takeSnapshot(state.editing));
+$("#snapshot-close").addEventListener("click", closeViewer);
 $("#more").addEventListener("click", () => load(true));
 $("#bulk-apply").addEventListener("click", bulkTag);
 $("#bulk-queue").addEventListener("click", queueSelected);
