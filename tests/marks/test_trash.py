@@ -509,3 +509,18 @@ def test_shell_rm_trash_and_undo(marks):
     assert "removed 1 bookmark(s) for good" in run.out and "the trash is empty" in run.out
     # The deletes' bookmarks were restored by hand or are gone for good: nothing left to undo.
     assert "undo: nothing to undo" in run.err
+
+
+def test_trash_and_undo_work_on_a_sqlite_without_fts5(marks):
+    from support.nofts5 import without_fts5
+
+    marks("bookmark", "add", "https://a.example/", "--title", "Narwhal", "--no-fetch")
+    with without_fts5():
+        assert marks("bookmark", "delete", "1", "--yes").code == 0
+        assert json.loads(marks("trash", "list", "-o", "json").out)[0]["id"] == 1
+        assert marks("undo").code == 0
+        assert marks("bookmark", "delete", "1", "--yes").code == 0
+        assert marks("trash", "restore", "1").code == 0
+    # A SQLite with FTS5 rebuilds the index the other one could not keep: the bookmark is found.
+    hits = json.loads(marks("-o", "json", "bookmark", "search", "--fts", "narwhal").out)
+    assert [hit["id"] for hit in hits] == [1]
