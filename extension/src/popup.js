@@ -94,7 +94,8 @@ async function star() {
 async function remove() {
   if (!current) return;
   const gone = current;
-  const done = await attempt(() => server.remove(gone.id).then(() => true), "Deleted");
+  const done = await attempt(() => server.remove(gone.id).then(() => true),
+    "Moved to the trash (marks undo, or the Trash in the web UI, brings it back)");
   if (done) {
     show(null);
     await changed(undefined, gone.url);

@@ -373,6 +373,9 @@ def test_popup_adds_edits_stars_searches_and_deletes(browser, server, pages):
     popup.click("#delete")
     expect(popup.locator("#save")).to_have_text("Add")
     assert lookup(server, url) is None
+    # Deleting moves it to marks' trash (issue 25, item 5), and the popup says so.
+    expect(popup.locator("#status")).to_contain_text("Moved to the trash")
+    assert [e["url"] for e in server.served.http.get("/trash").json()] == [url]
 
 
 def test_popup_dates_tab_browses_recent_periods_and_years(browser, server, pages):

@@ -11,6 +11,16 @@ from marks import pagestore, schema, urls
 from marks.library import Invalid, Library
 from marks.store import Store
 
+# What `Library.merge_into` may change on the bookmark kept (undo puts them back).
+MERGED_FIELDS = (
+    "added",
+    "last_visited",
+    "visit_count",
+    "title",
+    "description",
+    "starred",
+    "archived",
+)
 TRACKING = ("utm_", "fbclid", "gclid", "mc_cid", "mc_eid", "ref_src", "igshid")
 
 
@@ -107,12 +117,14 @@ def duplicate_groups(library: Library) -> list[list[int]]:
 def merge_duplicates(library: Library, groups: list[list[int]]) -> int:
     """Keep the oldest of each group with every tag and the most visit data; delete the rest."""
     removed = 0
-    with library.store.transaction():
+    with library.undoable("dedupe"):
+        library.before([group[0] for group in groups], MERGED_FIELDS)
         for keep_id, *others in groups:
             for other_id in others:
                 library.merge_into(keep_id, library.get(other_id))
             library.delete(others)
             removed += len(others)
+        library.said(f"merged {removed} duplicate(s) into {len(groups)} bookmark(s)")
     return removed
 
 

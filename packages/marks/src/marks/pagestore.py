@@ -38,7 +38,11 @@ def collect(store: Store, digests: "list[str] | None" = None) -> int:
     """Remove blobs nothing refers to any more (among `digests`, or all); answer how many."""
     unused = (
         "NOT EXISTS (SELECT 1 FROM snapshots s WHERE s.blob = snapshot_blobs.sha256) "
-        "AND NOT EXISTS (SELECT 1 FROM page_content c WHERE c.blob = snapshot_blobs.sha256)"
+        "AND NOT EXISTS (SELECT 1 FROM page_content c WHERE c.blob = snapshot_blobs.sha256) "
+        # A deleted bookmark's snapshots and page wait in the trash (schema 10): their bodies
+        # stay until the trash forgets them, or a restore would bring back rows without pages.
+        "AND sha256 NOT IN (SELECT r.row ->> '$.blob' FROM trash_rows r "
+        "WHERE r.tbl IN ('snapshots', 'page_content'))"
     )
     if digests is None:
         return len(

@@ -364,6 +364,51 @@ STEPS: list[Migration] = [
     CREATE INDEX page_content_by_blob ON page_content (blob);
     """
     ),
+    # 10 (trash and undo): a deleted bookmark moves to the trash with every row that hangs on it
+    # (found through the foreign keys to `bookmarks`, so tables added later come along), each
+    # row as a JSONB object of its columns (BLOBs as {"hex": ...}); the undo journal keeps, per
+    # destructive change, what the change is about to overwrite (see `marks.journal`).
+    Migration(
+        """
+    CREATE TABLE undo_steps (
+        id INTEGER PRIMARY KEY,
+        at TEXT NOT NULL,
+        action TEXT NOT NULL,                  -- delete, tag rename, tag delete, dedupe, ...
+        summary TEXT NOT NULL DEFAULT ''       -- what `marks undo` says it undid
+    );
+    CREATE TABLE undo_bookmarks (              -- before-images of changed (not deleted) bookmarks
+        step INTEGER NOT NULL REFERENCES undo_steps (id) ON DELETE CASCADE,
+        bookmark_id INTEGER NOT NULL,
+        fields TEXT,                           -- JSON object of the columns the change may alter
+        tag_ids TEXT                           -- JSON array of its tag ids, NULL: tags untouched
+    );
+    CREATE INDEX undo_bookmarks_by_step ON undo_bookmarks (step);
+    CREATE TABLE undo_tags (                   -- the tags those bookmarks had, by id and name
+        step INTEGER NOT NULL REFERENCES undo_steps (id) ON DELETE CASCADE,
+        tag_id INTEGER NOT NULL,
+        name TEXT NOT NULL
+    );
+    CREATE INDEX undo_tags_by_step ON undo_tags (step);
+    CREATE TABLE trash (
+        id INTEGER PRIMARY KEY,
+        bookmark_id INTEGER NOT NULL,          -- the id it had, and gets back when it is free
+        url TEXT NOT NULL,
+        url_key TEXT NOT NULL,
+        title TEXT NOT NULL DEFAULT '',
+        deleted_at TEXT NOT NULL,
+        step INTEGER REFERENCES undo_steps (id) ON DELETE SET NULL
+    );
+    CREATE INDEX trash_by_bookmark ON trash (bookmark_id);
+    CREATE INDEX trash_by_time ON trash (deleted_at);
+    CREATE INDEX trash_by_step ON trash (step);
+    CREATE TABLE trash_rows (
+        entry INTEGER NOT NULL REFERENCES trash (id) ON DELETE CASCADE,
+        tbl TEXT NOT NULL,                     -- the table the row came from
+        row BLOB NOT NULL                      -- JSONB object: column -> value
+    );
+    CREATE INDEX trash_rows_by_entry ON trash_rows (entry);
+    """
+    ),
 ]
 
 # Each migration whole, as one script (for tests that build files as an older marks left them).

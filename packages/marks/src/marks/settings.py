@@ -68,6 +68,7 @@ class Config(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     # `snapshot take`, and captures the extension sends
     snapshot_on_add: bool = False
     snapshot_max_mb: Annotated[float, msgspec.Meta(gt=0, le=1024)] = 20
+    trash_days: Annotated[int, msgspec.Meta(ge=0, le=100_000)] = 30
 
 
 HELP: dict[str, str] = {
@@ -93,6 +94,7 @@ HELP: dict[str, str] = {
     "fetch_on_add": "`bookmark add` without --title fetches title and description",
     "snapshot_on_add": "take a snapshot of each page a bookmark is added for (true or false)",
     "snapshot_max_mb": "megabytes one snapshot may take, inlined images and fonts included",
+    "trash_days": "days a deleted bookmark stays in the trash (`marks trash`) before it is gone",
 }
 KEYS = Config.__struct_fields__
 KEYS_BOOL = {name: type(getattr(Config(), name)) is bool for name in KEYS}

@@ -39,6 +39,8 @@ GROUPS = {
     "graph": ("marks.cli.graph", "Build the bookmark graph; neighbours, stats, export."),
     "shell": ("marks.cli.shell", "Browse the library as a filesystem (interactive or -c)."),
     "serve": ("marks.cli.serve", "Run the REST API and the web UI."),
+    "trash": ("marks.cli.trash", "Deleted bookmarks: list, restore, empty."),
+    "undo": ("marks.cli.trash", "Undo the last destructive change (delete, tag rename...)."),
 }
 
 
@@ -95,7 +97,9 @@ class State:
             store = Store(self.db_path)
             for notice in store.notices:  # e.g. tags merged by a migration: never silent
                 click.echo(f"marks: {notice}", err=True)
-            self._library = Library(store, plugins=self.plugins)
+            self._library = Library(
+                store, plugins=self.plugins, trash_days=self.config["trash_days"]
+            )
             self.plugins.start(Context(library=self._library, config=self.config))
         return self._library
 

@@ -245,13 +245,17 @@ def update(
 @bookmark.command()
 @click.argument("ids", nargs=-1, type=int, required=True)
 def delete(ids: tuple[int, ...]) -> None:
-    """Delete bookmarks (asks first)."""
+    """Delete bookmarks (asks first): they wait in the trash (`marks trash`, `marks undo`)."""
     library = state().library
     found = library.get_many(ids)
     names = ", ".join(f"{b.id} ({b.title or b.url})" for b in found[:3])
     more = f" and {len(found) - 3} more" if len(found) > 3 else ""
     confirm(f"Delete {len(found)} bookmark(s): {names}{more}?")
-    click.echo(f"deleted {library.delete(ids)} bookmark(s)", err=True)
+    deleted = library.delete(ids)
+    click.echo(
+        f"deleted {deleted} bookmark(s) (kept in the trash: `marks undo` brings them back)",
+        err=True,
+    )
 
 
 @bookmark.command(cls=WordsCommand)

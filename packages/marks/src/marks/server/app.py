@@ -24,6 +24,7 @@ from marks.server import (
     routes_snapshots,
     routes_tags,
     routes_transfer,
+    routes_trash,
 )
 from marks.server.accesslog import AccessLog
 from marks.server.endpoint import Endpoint, Libraries, make_handler
@@ -46,6 +47,7 @@ MODULES = (
     routes_snapshots,
     routes_tags,
     routes_transfer,
+    routes_trash,
 )
 
 

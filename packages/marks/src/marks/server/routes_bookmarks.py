@@ -139,6 +139,7 @@ ENDPOINTS = [
     Endpoint("GET", ONE, "One bookmark", get, response=Bookmark, errors=(404,)),
     Endpoint("PATCH", ONE, "Change known fields of a bookmark", patch, body=BookmarkPatch,
              response=Bookmark, errors=(404, 409, 422)),
-    Endpoint("DELETE", ONE, "Delete a bookmark", delete, status=204, errors=(404,)),
+    Endpoint("DELETE", ONE, "Move a bookmark to the trash (POST /undo brings it back)", delete,
+             status=204, errors=(404,)),
     Endpoint("POST", ONE + "/visit", "Record a visit", visit, response=Bookmark, errors=(404,)),
 ]  # fmt: skip

@@ -462,6 +462,57 @@ class Commands:
             self.s.cwd = vfs.parent(self.s.cwd)
         self.out(f"deleted {deleted} bookmark(s)")
 
+    @command(
+        "trash [list | restore ID... | empty [-f] [--older-than DAYS]]",
+        "deleted bookmarks: list them, put them back, or forget them for good",
+    )
+    def do_trash(self, args: list[str]) -> None:
+        from marks import trash
+
+        verb, rest = (args[0], args[1:]) if args else ("list", [])
+        if verb == "list" and not rest:
+            found = trash.entries(self.s.library)
+            for entry in found:
+                when = (clock.to_text(entry.deleted_at) or "")[:16].replace("T", " ")
+                self.out(_line(f"{entry.id:>7}  {when}  {entry.title or entry.url}"))
+            if not found:
+                self.out("the trash is empty")
+        elif verb == "restore" and rest and all(a.isdigit() for a in rest):
+            restored = trash.restore(self.s.library, [int(a) for a in rest])
+            for note in trash.notes(restored):
+                self.out(note)
+            self.out(f"restored {len(restored)} bookmark(s)")
+        elif verb == "empty":
+            self._trash_empty(rest)
+        else:
+            raise ShellError(f"trash: usage: {HELP['trash'][0]}")
+
+    def _trash_empty(self, args: list[str]) -> None:
+        from marks import trash
+
+        force = "-f" in args
+        rest = [a for a in args if a != "-f"]
+        days = None
+        if rest:
+            if len(rest) != 2 or rest[0] != "--older-than" or not rest[1].isdigit():
+                raise ShellError(f"trash: usage: {HELP['trash'][0]}")
+            days = int(rest[1])
+        if not force:
+            what = "all" if days is None else f"deleted more than {days} day(s) ago"
+            self.ask(f"Empty the trash ({what})? This cannot be undone.", "trash", "empty -f")
+        self.out(f"removed {trash.empty(self.s.library, days)} bookmark(s) for good")
+
+    @command("undo", "undo the last delete, tag rename/merge/delete, bulk tagging or edit")
+    def do_undo(self, args: list[str]) -> None:
+        from marks import trash
+
+        if args:
+            raise ShellError("undo: takes no arguments (run it again for the change before)")
+        report = trash.undo(self.s.library)
+        for note in report.notes:
+            self.out(note)
+        self.out(report.message)
+
     def here_missing(self) -> bool:
         try:
             self.here()
