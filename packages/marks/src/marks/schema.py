@@ -407,6 +407,8 @@ STEPS: list[Migration] = [
         row BLOB NOT NULL                      -- JSONB object: column -> value
     );
     CREATE INDEX trash_rows_by_entry ON trash_rows (entry);
+    """
+    ),
     # 11: an archived copy of a dead link (`bookmark health --wayback`): the Wayback Machine's
     # capture closest to the bookmark's date, and when it was captured.
     Migration(

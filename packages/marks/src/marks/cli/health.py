@@ -228,7 +228,6 @@ def health(
         raise click.exceptions.Exit(BROKEN_FOUND)
 
 
-
 def _archived_copies(ids: list[int], timeout: float, err: bool) -> None:
     """The Wayback Machine's closest capture of each confirmed-broken link, stored and said."""
     from marks import wayback
@@ -244,7 +243,7 @@ def _archived_copies(ids: list[int], timeout: float, err: bool) -> None:
             line = f"  {item.bookmark_id}: no archived copy" + (
                 f" ({item.error})" if item.error else ""
             )
-        click.echo(line, err=err)
+        click.echo(escape(line), err=err)  # the capture URL is data from elsewhere
 
 
 def show_csv(check: "HealthCheck") -> str:
