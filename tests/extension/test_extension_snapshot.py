@@ -13,7 +13,7 @@ from playwright.sync_api import expect
 
 from support import chromium_path
 from support.marksserve import Served, start_marks
-from support.snapshotsite import SnapshotSite
+from support.snapshotsite import SnapshotSite, public_env
 
 ROOT = Path(__file__).parents[2]
 ARGS = [
@@ -37,7 +37,9 @@ def built(tmp_path_factory) -> Path:
 @pytest.fixture
 def served(tmp_path):
     server = Served(
-        start_marks(tmp_path / "library.db", tmp_path), tmp_path / "library.db", tmp_path
+        start_marks(tmp_path / "library.db", tmp_path, env=public_env()),
+        tmp_path / "library.db",
+        tmp_path,
     )
     yield server
     server.close()

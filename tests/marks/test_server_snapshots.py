@@ -11,7 +11,7 @@ from marks.store import Store
 from support import chromium_path
 from support.marksserve import Served, start_marks
 from support.servers import wait_until
-from support.snapshotsite import SnapshotSite
+from support.snapshotsite import SnapshotSite, public_env
 
 sync_api = pytest.importorskip("playwright.sync_api")
 
@@ -38,6 +38,15 @@ def _raw_snapshot(db, bookmark_id: int, html: str) -> int:
             )
     finally:
         store.close()
+
+
+@pytest.fixture
+def served(tmp_path):
+    """A live server that counts 127.0.0.2, the snapshot site's second host, as public."""
+    db = tmp_path / "library.db"
+    server = Served(start_marks(db, tmp_path, env=public_env()), db, tmp_path)
+    yield server
+    server.close()
 
 
 def test_capture_list_view_and_delete(served):
@@ -205,7 +214,9 @@ def test_snapshot_on_add_takes_one_for_bookmarks_added_through_the_api(tmp_path)
     config.mkdir(parents=True)
     (config / "config.toml").write_text("snapshot_on_add = true\n")
     served = Served(
-        start_marks(tmp_path / "library.db", tmp_path), tmp_path / "library.db", tmp_path
+        start_marks(tmp_path / "library.db", tmp_path, env=public_env()),
+        tmp_path / "library.db",
+        tmp_path,
     )
     try:
         with SnapshotSite() as site:

@@ -54,6 +54,12 @@ class SnapshotSite:
     pages: dict = field(default_factory=dict)  # path -> (content type, bytes), extra pages
 
     def __post_init__(self) -> None:
+        # 127.0.0.2 plays another site on the internet (a CDN): marks refuses resources on
+        # private addresses that are not the page's own host (marks.webclient), so this process
+        # counts it as public while the site runs, and `public_env()` says so to a subprocess.
+        from marks import webclient
+
+        webclient.RULES.public.add("127.0.0.2")
         self.port = free_port()
         self.other_port = free_port("127.0.0.2")
         self._loop = asyncio.new_event_loop()
@@ -191,6 +197,9 @@ class SnapshotSite:
         await runner.cleanup()
 
     def close(self) -> None:
+        from marks import webclient
+
+        webclient.RULES.public.discard("127.0.0.2")
         if self._stop is not None:
             self._loop.call_soon_threadsafe(self._stop.set)
         self._thread.join(10)
@@ -200,3 +209,13 @@ class SnapshotSite:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def public_env() -> dict[str, str]:
+    """The environment a `marks` subprocess needs to count 127.0.0.2 as public (tests only)."""
+    import os
+    from pathlib import Path
+
+    standins = str(Path(__file__).with_name("public_standins"))
+    path = os.pathsep.join(filter(None, [standins, os.environ.get("PYTHONPATH", "")]))
+    return {"PYTHONPATH": path, "MARKS_TEST_PUBLIC": "127.0.0.2"}
