@@ -93,7 +93,7 @@ def test_health_wayback_stores_the_closest_capture_of_confirmed_broken_links(
 ):
     ids = _import(marks, tmp_path, archive)
     result = marks("bookmark", "health", "--wayback")
-    assert result.code == 0, result
+    assert result.code == 3, result  # 3: a checked link is confirmed broken
     assert "archived copies: 1 of 3 confirmed-broken link(s)" in result.out
     assert f"{ids['kept']}: dead; archived copy from 2020-01-02: http://web.archive.org/" in (
         result.out
@@ -119,11 +119,11 @@ def test_health_wayback_stores_the_closest_capture_of_confirmed_broken_links(
 
 def test_wayback_is_off_unless_asked_and_config_turns_it_on(marks, tmp_path, archive):
     _import(marks, tmp_path, archive)
-    assert marks("bookmark", "health").code == 0
+    assert marks("bookmark", "health").code == 3
     assert archive.asked == []  # off by default: the API is never asked
     assert marks("config", "set", "health_wayback", "true").code == 0
     again = marks("bookmark", "health", "--broken")
-    assert again.code == 0 and "archived copies: 1 of 3" in again.out
+    assert again.code == 3 and "archived copies: 1 of 3" in again.out
     assert len(archive.asked) == 3
 
 
@@ -131,7 +131,7 @@ def test_an_unreadable_api_answer_is_said_and_stores_nothing(marks, tmp_path, ar
     ids = _import(marks, tmp_path, archive)
     assert marks("config", "set", "wayback_api", archive.url + "/gone/api").code == 0
     result = marks("bookmark", "health", "--wayback")
-    assert result.code == 0
+    assert result.code == 3
     assert "archived copies: 0 of 3" in result.out and "the API answered HTTP 404" in result.out
     got = json.loads(marks("-o", "json", "bookmark", "get", str(ids["kept"])).out)[0]
     assert got["archived_url"] is None
