@@ -5,11 +5,13 @@ first"), its stylesheet and picture inlined from the page's own context, its scr
 gone; by the background action (context menu, shortcut) and by the popup's button, which then
 links to the latest snapshot."""
 
+import base64
+
 import pytest
 
 from support.browserui import expect
 from support.servers import wait_until
-from support.snapshotsite import SnapshotSite
+from support.snapshotsite import PNG, SnapshotSite
 
 
 @pytest.fixture
@@ -31,7 +33,7 @@ def test_a_page_behind_a_login_is_captured_as_the_user_sees_it(browser, server, 
     served = server.served
     browser.configure(served.url, served.token)
     _, tab = _logged_in_tab(browser, site)
-    pictures = site.hits["/img/private.png"]
+    pictures = site.hits["/members/picture.png"]
     result = browser.run("(tab) => marksActions.snapshotTab(tab)", tab)
     assert result["status"] == "saved", result
     assert result["added"] is True and result["omitted"] == []
@@ -40,10 +42,12 @@ def test_a_page_behind_a_login_is_captured_as_the_user_sees_it(browser, server, 
     assert [item["source"] for item in listed] == ["browser"]
     html = served.http.get(f"/snapshots/{listed[0]['id']}").text
     assert "The members-only tide table" in html and "log in first" not in html
-    assert 'src="data:image/png;base64,' in html  # the picture, fetched with the page's cookie
-    assert "letter-spacing: 2px" in html  # its stylesheet, inlined
+    # The members-only picture and stylesheet (403 without the session cookie), inlined.
+    picture = base64.b64encode(PNG + b"members").decode()
+    assert f'src="data:image/png;base64,{picture}"' in html
+    assert "letter-spacing: 2px" in html
     assert "<script" not in html and "onerror" not in html
-    assert site.hits["/img/private.png"] > pictures  # the capture asked the site for it
+    assert site.hits["/members/picture.png"] > pictures  # the capture asked the site for it
     # marks fetching the page itself is refused: only the browser has the session.
     refused = served.http.post(f"/bookmarks/{bookmark['id']}/snapshots", json={})
     assert refused.status_code == 422 and "HTTP 403" in refused.json()["details"]
@@ -73,11 +77,13 @@ def test_the_popup_saves_a_snapshot_and_links_to_the_latest(browser, server, sit
     browser.shot(popup, "popup-snapshot")
     link.click()  # as a person would: the extension opens it in a new tab
 
-    def opened():
-        return next((p for p in browser.context.pages if p.url == href), None)
+    def tab_open() -> bool:  # as the browser lists its tabs (also a round trip to Playwright)
+        return browser.run(
+            "async (url) => (await chrome.tabs.query({})).some((t) => t.url === url)", href
+        )
 
-    assert wait_until(lambda: opened() is not None, timeout=15), href
-    snapshot = opened()
+    assert wait_until(tab_open, timeout=15), href
+    snapshot = next(p for p in browser.context.pages if p.url == href)
     snapshot.wait_for_load_state()
     assert snapshot.inner_text("#secret") == "The members-only tide table"
     assert snapshot.evaluate("() => window.ran") is None  # the page's script did not come along

@@ -11,8 +11,8 @@ from marks import pagestore
 from marks.store import Store
 from support.browserui import BROWSERS, expect, launch
 from support.marksserve import Served, start_marks
-from support.servers import wait_until
 from support.samesite import SameOriginPage
+from support.servers import wait_until
 from support.snapshotsite import SnapshotSite
 
 ATTACK = (

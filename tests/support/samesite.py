@@ -46,7 +46,7 @@ class SameOriginPage(http.server.ThreadingHTTPServer):
                     status, body, headers = error.code, error.read(), error.headers
                 self.answer(status, headers.get("Content-Type", "text/plain"), body)
 
-            do_GET = do_POST = do_DELETE = do_PATCH = relay  # noqa: N815
+            do_GET = do_POST = do_DELETE = do_PATCH = relay
 
         super().__init__(("127.0.0.1", 0), Handler)
         self.url = f"http://127.0.0.1:{self.server_address[1]}"
