@@ -147,20 +147,20 @@ def test_opening_a_hostile_snapshot_changes_nothing(served, browser, tmp_path):
     page.goto(f"{served.url}/snapshots/{hostile}")
     assert page.locator("#text").text_content() == "looks harmless"
     assert page.evaluate("() => document.title") == "Hostile"  # no script or handler ran
-    page.screenshot(path=str(shots / "snapshot-direct.png"))
+    page.screenshot(path=str(shots / f"snapshot-direct-{browser.name}.png"))
     # In the web UI: listed in the editor, opened in a sandboxed frame.
     page.goto(served.url + "/")
     page.wait_for_selector("body[data-loaded=true]")
     page.click("#list > li >> text=Edit")
     page.wait_for_selector("#snapshot-list .open-snapshot")
-    page.screenshot(path=str(shots / "editor-snapshots.png"))
+    page.screenshot(path=str(shots / f"editor-snapshots-{browser.name}.png"))
     page.click("#snapshot-list .open-snapshot")
     page.wait_for_selector("#snapshot-frame")
     assert page.locator("#snapshot-frame").get_attribute("sandbox") == ""
     frame = _snapshot_frame(page)
     frame.wait_for_selector("#text")
     assert frame.evaluate("() => document.title") == "Hostile"
-    page.screenshot(path=str(shots / "snapshot-viewer.png"))
+    page.screenshot(path=str(shots / f"snapshot-viewer-{browser.name}.png"))
     # Nothing reached the API (a script that ran would show here, even refused).
     served.http.get("/bookmarks/lookup", params={"url": "https://log-marker.invalid/"})
     assert wait_until(lambda: "log-marker.invalid" in "".join(served.process.lines[since:]))
@@ -208,7 +208,7 @@ def test_the_web_ui_takes_a_snapshot_and_opens_it_sandboxed(served, browser, tmp
         frame.wait_for_selector("h1")
         assert frame.inner_text("h1") == "The lighthouse keeper's diary"
         assert frame.evaluate("() => document.title") == "Lighthouse keepers"  # not renamed
-        page.screenshot(path=str(shots / "snapshot-taken-in-ui.png"))
+        page.screenshot(path=str(shots / f"snapshot-taken-in-ui-{browser.name}.png"))
         page.click("#snapshot-close")
         expect(page.locator("#snapshot-frame")).to_have_count(0)
         browser.close_page(page)
