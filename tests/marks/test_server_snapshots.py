@@ -1,6 +1,7 @@
 """Snapshots over HTTP against a live `marks serve`: capture (what the extension sends), fetch,
 list, delete; and viewing is safe -- a snapshot holding a script that calls the API, or an
-`onerror=` handler, changes nothing when opened in Chromium, directly or in the web UI's frame."""
+`onerror=` handler, changes nothing when opened in Chromium or Firefox, directly or in the web
+UI's frame."""
 
 import zlib
 
@@ -8,12 +9,11 @@ import pytest
 
 from marks import pagestore
 from marks.store import Store
-from support import chromium_path
+from support.browserui import BROWSERS, expect, launch
 from support.marksserve import Served, start_marks
+from support.samesite import SameOriginPage
 from support.servers import wait_until
 from support.snapshotsite import SnapshotSite
-
-sync_api = pytest.importorskip("playwright.sync_api")
 
 ATTACK = (
     "<!doctype html><html><head><title>Hostile</title></head><body>"
@@ -97,61 +97,76 @@ def test_without_html_the_server_fetches_the_page_itself(served):
     assert refused.status_code == 404
 
 
-@pytest.fixture(scope="module")
-def browser():
-    with sync_api.sync_playwright() as playwright:
-        launched = playwright.chromium.launch(executable_path=chromium_path())
+@pytest.fixture(scope="module", params=BROWSERS)
+def browser(request, tmp_path_factory):
+    with launch(request.param, tmp_path_factory.mktemp(request.param)) as launched:
         yield launched
-        launched.close()
+
+
+def _snapshot_frame(page):
+    """The web UI's snapshot frame once its document is the snapshot (a Playwright frame in
+    Chromium, a BiDi child context in Firefox)."""
+    found = []
+
+    def loaded() -> bool:
+        # A round trip to the page first: Playwright's sync API learns of new frames only while
+        # it talks to the browser.
+        page.locator("#snapshot-frame").count()
+        found[:] = [f for f in page.frames[1:] if "/snapshots/" in f.url]
+        return bool(found)
+
+    assert wait_until(loaded, timeout=15), "no snapshot frame"
+    found[0].wait_for_load_state()
+    return found[0]
+
+
+def _deletes(served, since: int) -> list[str]:
+    """The DELETE requests marks' access log shows after line `since`, refused ones included."""
+    return [line for line in served.process.lines[since:] if '"DELETE ' in line]
 
 
 def test_opening_a_hostile_snapshot_changes_nothing(served, browser, tmp_path):
     target = served.add("https://target.example/", title="Must survive")
     control = served.add("https://control.example/", title="Deleted by the control page")
     hostile = _raw_snapshot(served.db, target["id"], ATTACK)
-    context = browser.new_context()
-    page = context.new_page()
-    calls = []
-    page.on("request", lambda request: calls.append((request.method, request.url)))
-    # The control: the same HTML served from marks' origin without the sandbox does run, and
-    # deletes a bookmark -- so what follows would see it if the sandbox let anything through.
-    page.route(
-        f"{served.url}/control",
-        lambda route: route.fulfill(
-            status=200,
-            content_type="text/html",
-            body=ATTACK.replace("/bookmarks/1", f"/bookmarks/{control['id']}"),
-        ),
-    )
-    with page.expect_request_finished(lambda request: request.method == "DELETE"):
-        page.goto(f"{served.url}/control")
-    assert page.title() == "ran"
-    assert served.http.get(f"/bookmarks/{control['id']}").status_code == 404
-    calls.clear()
-
+    page = browser.new_page()
     shots = tmp_path / "screenshots"
     shots.mkdir()
-    page.goto(f"{served.url}/snapshots/{hostile}", wait_until="load")
+    # The control: the same HTML served as marks' own page without the sandbox does run, and
+    # deletes a bookmark -- so what follows would see it if the sandbox let anything through.
+    attack = ATTACK.replace("/bookmarks/1", f"/bookmarks/{control['id']}")
+    with SameOriginPage(served.url, attack) as beside:
+        page.goto(f"{beside.url}/control")
+        page.wait_for_function("() => document.title === 'ran'")
+        assert wait_until(
+            lambda: served.http.get(f"/bookmarks/{control['id']}").status_code == 404, timeout=15
+        )
+    assert _deletes(served, 0), "the access log shows no DELETE: the check below would be blind"
+    since = len(served.process.lines)
+
+    page.goto(f"{served.url}/snapshots/{hostile}")
     assert page.locator("#text").text_content() == "looks harmless"
-    assert page.title() == "Hostile"  # neither the script nor the handler ran
-    page.screenshot(path=str(shots / "snapshot-direct.png"))
+    assert page.evaluate("() => document.title") == "Hostile"  # no script or handler ran
+    page.screenshot(path=str(shots / f"snapshot-direct-{browser.name}.png"))
     # In the web UI: listed in the editor, opened in a sandboxed frame.
     page.goto(served.url + "/")
     page.wait_for_selector("body[data-loaded=true]")
     page.click("#list > li >> text=Edit")
     page.wait_for_selector("#snapshot-list .open-snapshot")
-    page.screenshot(path=str(shots / "editor-snapshots.png"))
+    page.screenshot(path=str(shots / f"editor-snapshots-{browser.name}.png"))
     page.click("#snapshot-list .open-snapshot")
-    frame_element = page.wait_for_selector("#snapshot-frame")
-    assert frame_element.get_attribute("sandbox") == ""
-    frame = frame_element.content_frame()
+    page.wait_for_selector("#snapshot-frame")
+    assert page.locator("#snapshot-frame").get_attribute("sandbox") == ""
+    frame = _snapshot_frame(page)
     frame.wait_for_selector("#text")
-    frame.wait_for_load_state("load")
-    assert frame.title() == "Hostile"
-    page.screenshot(path=str(shots / "snapshot-viewer.png"))
-    assert not [call for call in calls if call[0] == "DELETE"], calls
+    assert frame.evaluate("() => document.title") == "Hostile"
+    page.screenshot(path=str(shots / f"snapshot-viewer-{browser.name}.png"))
+    # Nothing reached the API (a script that ran would show here, even refused).
+    served.http.get("/bookmarks/lookup", params={"url": "https://log-marker.invalid/"})
+    assert wait_until(lambda: "log-marker.invalid" in "".join(served.process.lines[since:]))
+    assert not _deletes(served, since), _deletes(served, since)
     assert served.http.get(f"/bookmarks/{target['id']}").status_code == 200
-    context.close()
+    browser.close_page(page)
 
 
 def test_stored_pages_stay_compressed_in_the_database(served):
@@ -176,27 +191,27 @@ def test_the_web_ui_takes_a_snapshot_and_opens_it_sandboxed(served, browser, tmp
     shots.mkdir()
     with SnapshotSite() as site:
         served.add(site.url("/article"), title="The article")
-        context = browser.new_context(viewport={"width": 1200, "height": 800})
-        page = context.new_page()
+        page = browser.new_page(viewport={"width": 1200, "height": 800})
         errors = []
         page.on("pageerror", lambda error: errors.append(str(error)))
         page.goto(served.url + "/")
         page.wait_for_selector("body[data-loaded=true]")
         page.click("#list > li >> text=Edit")
-        sync_api.expect(page.locator("#snapshot-status")).to_have_text("No snapshots yet.")
+        expect(page.locator("#snapshot-status")).to_have_text("No snapshots yet.")
         page.click("#snapshot-take")
-        sync_api.expect(page.locator("#snapshot-status")).to_have_text("Snapshot taken.")
-        sync_api.expect(page.locator("#snapshot-list .snapshot")).to_have_count(1)
+        expect(page.locator("#snapshot-status")).to_have_text("Snapshot taken.")
+        expect(page.locator("#snapshot-list .snapshot")).to_have_count(1)
         assert "left out" in page.inner_text("#snapshot-list")  # the 404 image and frame 3
         page.click("#snapshot-list .open-snapshot")
-        frame = page.wait_for_selector("#snapshot-frame").content_frame()
+        page.wait_for_selector("#snapshot-frame")
+        frame = _snapshot_frame(page)
         frame.wait_for_selector("h1")
         assert frame.inner_text("h1") == "The lighthouse keeper's diary"
-        assert frame.title() == "Lighthouse keepers"  # its script did not rename it
-        page.screenshot(path=str(shots / "snapshot-taken-in-ui.png"))
+        assert frame.evaluate("() => document.title") == "Lighthouse keepers"  # not renamed
+        page.screenshot(path=str(shots / f"snapshot-taken-in-ui-{browser.name}.png"))
         page.click("#snapshot-close")
-        assert page.locator("#snapshot-frame").count() == 0
-        context.close()
+        expect(page.locator("#snapshot-frame")).to_have_count(0)
+        browser.close_page(page)
     assert not errors, errors
 
 
