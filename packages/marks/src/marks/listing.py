@@ -16,6 +16,14 @@ from marks.rows import COLUMNS, to_bookmark
 from marks.wire import Bookmark
 
 DISPLAY_LIMIT = limits.LS_SHOWN
+# Every domain once, in order, by one seek per domain in the domain index (from each domain to the
+# next): a library has thousands of domains and a million bookmarks, and GROUP BY or DISTINCT
+# compared each bookmark's domain with the last (25 times slower for the count at a million).
+DOMAINS = (
+    "WITH RECURSIVE d (domain) AS (SELECT min(domain) FROM bookmarks WHERE domain > '' "
+    "UNION ALL SELECT (SELECT min(domain) FROM bookmarks WHERE domain > d.domain) FROM d "
+    "WHERE d.domain IS NOT NULL)"
+)
 
 
 @dataclass
@@ -160,8 +168,8 @@ class Filesystem:
             return [
                 Entry(domain, True, count)
                 for domain, count in self.store.execute(
-                    "SELECT domain, count(*) FROM bookmarks WHERE domain != '' "
-                    "GROUP BY domain ORDER BY domain"
+                    f"{DOMAINS} SELECT domain, (SELECT count(*) FROM bookmarks b "
+                    "WHERE b.domain = d.domain) FROM d WHERE domain IS NOT NULL"
                 )
             ]
         if subdirs.kind == "dates":  # the next date part of what lies below this directory
@@ -224,7 +232,7 @@ class Filesystem:
         numbers = dict(zip(counted, row, strict=True))
         numbers["tags"] = self.store.value("SELECT count(*) FROM tags")
         numbers["domains"] = self.store.value(
-            "SELECT count(*) FROM (SELECT DISTINCT domain FROM bookmarks WHERE domain != '')"
+            f"{DOMAINS} SELECT count(*) FROM d WHERE domain IS NOT NULL"
         )
         return numbers
 
