@@ -4,11 +4,15 @@
 
 import { Client, ServerError } from "./lib/api.js";
 import { LookupCache, STATES, stateFor } from "./lib/badge.js";
+import { bestHit, escapeXml, isOpenable, opening, suggestions } from "./lib/omnibox.js";
 import { Outbox } from "./lib/outbox.js";
+import { saveTabs } from "./lib/savetabs.js";
 import { api, load } from "./lib/settings.js";
+import { saveSnapshot } from "./lib/snapshot.js";
 import { bookmarkable, urlKey } from "./lib/urlkey.js";
 
 const browser = api();
+const isFirefox = browser.runtime.getURL("").startsWith("moz-extension:");
 const cache = new LookupCache();
 const storage = {
   get: async (key) => (await browser.storage.local.get(key))[key],
@@ -20,6 +24,7 @@ const MENUS = [
   ["add-link", "Add this link to marks", ["link"]],
   ["add-selection", "Add this page with the selection as description", ["selection"]],
   ["star-page", "Star this page in marks", ["page"]],
+  ["save-snapshot", "Save a snapshot of this page", ["page"]],
 ];
 
 async function client() {
@@ -152,6 +157,63 @@ async function flushOutbox() {
   return result;
 }
 
+// The page as the user sees it, kept by marks (the bookmark is added first when needed).
+async function snapshotTab(tab) {
+  const result = await saveSnapshot(browser, await client(), tab);
+  if (result.bookmark && tab) await remember(result.bookmark, tab.id);
+  if (result.status === "saved" && tab) await paint(tab.id, "saved");
+  return result;
+}
+
+// Every tab of a window at once, each one as a quick add with the same tags (badges follow).
+async function saveWindow(windowId, tags = []) {
+  const tabs = await browser.tabs.query(windowId === undefined ? { currentWindow: true } : { windowId });
+  return saveTabs(tabs, tags, (fields, tab) => add(fields, tab.id));
+}
+
+// The address bar's `mk` keyword: suggestions as the user types (the latest answer wins), Enter
+// opens the picked suggestion or the best hit.
+let omniboxAsked = 0;
+
+function omniboxDefault(description) {
+  browser.omnibox?.setDefaultSuggestion({ description: isFirefox ? description : escapeXml(description) });
+}
+
+async function omniboxSuggest(text) {
+  const words = text.trim();
+  if (!words) return [];
+  return suggestions(await (await client()).search(words), { markup: !isFirefox });
+}
+
+async function omniboxInput(text, suggest) {
+  const asked = (omniboxAsked += 1);
+  try {
+    const found = await omniboxSuggest(text);
+    if (asked !== omniboxAsked) return;
+    omniboxDefault(found.length ? "marks: Enter opens the best match" : `marks: no bookmark matches "${text.trim()}"`);
+    suggest(found);
+  } catch (error) {
+    if (asked !== omniboxAsked) return;
+    omniboxDefault(`marks: ${error.message}`);
+    suggest([]);
+  }
+}
+
+async function omniboxEnter(text, disposition = "currentTab") {
+  const words = text.trim();
+  let url = isOpenable(words) ? words : null;
+  try {
+    if (!url && words) url = bestHit(await (await client()).search(words));
+  } catch (error) {
+    return { status: "failed", message: error.message };
+  }
+  if (!url) return { status: "none" };
+  const [how, properties] = opening(disposition, url);
+  if (how === "create") await browser.tabs.create(properties);
+  else await browser.tabs.update(properties);
+  return { status: "opened", url };
+}
+
 async function countVisit(tabId, url) {
   const settings = await load();
   if (!settings.countVisits || !bookmarkable(url)) return;
@@ -190,6 +252,7 @@ const MENU_ACTIONS = {
   "add-link": addLink,
   "add-selection": addSelection,
   "star-page": (info, tab) => setStar(tab, true),
+  "save-snapshot": (info, tab) => snapshotTab(tab),
 };
 
 browser.contextMenus.onClicked.addListener((info, tab) => {
@@ -200,6 +263,7 @@ browser.commands.onCommand.addListener(async (command, tab) => {
   const active = tab ?? (await browser.tabs.query({ active: true, currentWindow: true }))[0];
   if (command === "quick-add") await quickAdd(active);
   if (command === "toggle-star") await toggleStar(active);
+  if (command === "save-snapshot") await snapshotTab(active);
 });
 
 browser.tabs.onUpdated.addListener((tabId, change, tab) => {
@@ -215,6 +279,9 @@ browser.tabs.onActivated.addListener(async ({ tabId }) => {
   if (tab?.url) refreshBadge(tabId, tab.url);
 });
 
+browser.omnibox?.onInputChanged.addListener(omniboxInput);
+browser.omnibox?.onInputEntered.addListener(omniboxEnter);
+
 browser.runtime.onInstalled.addListener(async () => {
   createMenus();
   await checkShortcuts();
@@ -226,6 +293,10 @@ browser.runtime.onMessage.addListener((message, sender, reply) => {
     if (message.bookmark) cache.set(urlKey(message.bookmark.url), message.bookmark);
     if (message.removed) cache.set(urlKey(message.removed), null);
     if (message.tabId !== undefined && message.url) refreshBadge(message.tabId, message.url).then(reply);
+    return true;
+  }
+  if (message?.type === "save-window") {
+    saveWindow(message.windowId, message.tags).then(reply, (error) => reply({ error: error.message }));
     return true;
   }
   if (message?.type === "flush") {
@@ -241,9 +312,14 @@ globalThis.marksActions = {
   addSelection,
   toggleStar,
   setStar,
+  snapshotTab,
   refreshBadge,
   flushOutbox,
   countVisit,
+  saveWindow,
+  omniboxSuggest,
+  omniboxInput,
+  omniboxEnter,
   unassignedCommands,
   checkShortcuts,
   pending: () => outbox.pending(),

@@ -94,7 +94,8 @@ async function star() {
 async function remove() {
   if (!current) return;
   const gone = current;
-  const done = await attempt(() => server.remove(gone.id).then(() => true), "Deleted");
+  const done = await attempt(() => server.remove(gone.id).then(() => true),
+    "Moved to the trash (marks undo, or the Trash in the web UI, brings it back)");
   if (done) {
     show(null);
     await changed(undefined, gone.url);
@@ -235,7 +236,12 @@ function switchTab(name) {
 
 async function shortcuts() {
   const commands = await browser.commands.getAll();
-  const names = { _execute_action: "popup", "quick-add": "quick add", "toggle-star": "star" };
+  const names = {
+    _execute_action: "popup",
+    "quick-add": "quick add",
+    "toggle-star": "star",
+    "save-snapshot": "snapshot",
+  };
   $("shortcuts").textContent = commands
     .map((command) => `${names[command.name] ?? command.name}: ${command.shortcut || "not set"}`)
     .join(" · ");
@@ -256,6 +262,7 @@ async function start() {
   $("delete").addEventListener("click", remove);
   $("queue").addEventListener("click", queue);
   $("tags").addEventListener("input", completeTags);
+  document.addEventListener("marks:bookmark", (event) => show(event.detail)); // popup-snapshot.js
   $("search").addEventListener("input", search);
   $("date-field").addEventListener("change", () => { datePath.length = 0; dates(); });
   if (!tab || !bookmarkable(tab.url)) {

@@ -1,8 +1,10 @@
-"""The extension loaded unpacked into Debian's chromium, against a live `marks serve`.
+"""The extension in Debian's chromium (loaded unpacked) and firefox-esr (its Firefox build installed
+over WebDriver BiDi), against a live `marks serve`: every test runs in both browsers.
 
 Pages to bookmark come from a small local HTTP server (never the internet). The commands and menu
-entries are invoked through the service worker's `marksActions`, the same functions the browser
-calls; the badge is read back with `chrome.action`. Screenshots land in the test's tmp dir.
+entries are invoked through the background's `marksActions` (Chromium's service worker, Firefox's
+background page), the same functions the browser calls; the badge is read back with
+`chrome.action`. Screenshots land in the test's tmp dir.
 """
 
 import http.server
@@ -14,9 +16,10 @@ import threading
 from pathlib import Path
 
 import pytest
-from playwright.sync_api import expect
 
 from support import chromium_path
+from support.browserui import BROWSERS, expect
+from support.firefoxextension import FirefoxExtension, extension_firefox
 from support.marksserve import Served, start_marks
 from support.servers import wait_until
 
@@ -69,9 +72,10 @@ def pages():
 
 @pytest.fixture(scope="module")
 def built(tmp_path_factory) -> Path:
+    """The build folder: extension-chromium/ unpacked, marks-extension-firefox.zip."""
     out = tmp_path_factory.mktemp("extension")
     subprocess.run([sys.executable, str(ROOT / "extension" / "build.py"), str(out)], check=True)
-    return out / "extension-chromium"
+    return out
 
 
 class Server:
@@ -102,11 +106,14 @@ def server(tmp_path):
 
 
 class Browser:
+    name = "chromium"
+
     def __init__(self, context, worker, shots: Path) -> None:
         self.context = context
         self.worker = worker
         self.extension_id = worker.url.split("/")[2]
         self.shots = shots
+        self.shortcuts_page = "chrome://extensions/shortcuts"
 
     def run(self, script: str, arg=None):
         return self.worker.evaluate(script, arg)
@@ -151,12 +158,26 @@ class Browser:
         page.screenshot(path=str(self.shots / f"{name}.png"), full_page=True)
 
 
-@pytest.fixture
-def browser(built, tmp_path):
-    from playwright.sync_api import sync_playwright
+@pytest.fixture(scope="module")
+def firefox(tmp_path_factory):
+    """One firefox-esr per module (started when a Firefox test first asks for it)."""
+    started = extension_firefox(tmp_path_factory.mktemp("firefox"))
+    yield started
+    started.close()
 
+
+@pytest.fixture(params=BROWSERS)
+def browser(request, built, tmp_path):
     shots = tmp_path / "screenshots"
     shots.mkdir()
+    if request.param == "firefox":
+        archive = built / "marks-extension-firefox.zip"
+        with FirefoxExtension(archive, request.getfixturevalue("firefox"), shots) as installed:
+            yield installed
+        return
+    from playwright.sync_api import sync_playwright
+
+    built = built / "extension-chromium"
     with sync_playwright() as pw:
         context = pw.chromium.launch_persistent_context(
             str(tmp_path / "profile"),
@@ -179,7 +200,7 @@ def lookup(server: Server, url: str):
 
 def test_shortcuts_actually_assigned_are_recorded_and_the_missing_one_reported(browser):
     commands = {c["name"]: c["shortcut"] for c in browser.run("() => chrome.commands.getAll()")}
-    assert set(commands) == {"_execute_action", "quick-add", "toggle-star"}
+    assert set(commands) == {"_execute_action", "quick-add", "toggle-star", "save-snapshot"}
     missing = sorted(name for name, key in commands.items() if not key)
     print("shortcuts after install:", commands)
     # What the extension reports is exactly what the browser left unassigned.
@@ -197,11 +218,11 @@ def test_shortcuts_actually_assigned_are_recorded_and_the_missing_one_reported(b
                }"""
         )
         assert opened is not None and "quick-add" in opened
-        options = next(p for p in browser.context.pages if "options.html" in p.url)
+        options = next(p for p in browser.context.pages if "?unassigned=" in p.url)
         options.wait_for_selector("#unassigned:not([hidden])")
         text = options.inner_text("#unassigned-text")
         assert "did not assign" in text
-        assert "chrome://extensions/shortcuts" in options.inner_text("#unassigned")
+        assert browser.shortcuts_page in options.inner_text("#unassigned")
         browser.shot(options, "options-unassigned")
 
 
@@ -249,6 +270,7 @@ def test_context_menu_actions(browser, server, pages):
         "add-link",
         "add-selection",
         "star-page",
+        "save-snapshot",
     ]
     _, tab = browser.tab(f"{pages}/menus/page")
     link = {"linkUrl": f"{pages}/linked/target", "linkText": " The linked target "}
@@ -351,6 +373,9 @@ def test_popup_adds_edits_stars_searches_and_deletes(browser, server, pages):
     popup.click("#delete")
     expect(popup.locator("#save")).to_have_text("Add")
     assert lookup(server, url) is None
+    # Deleting moves it to marks' trash (issue 25, item 5), and the popup says so.
+    expect(popup.locator("#status")).to_contain_text("Moved to the trash")
+    assert [e["url"] for e in server.served.http.get("/trash").json()] == [url]
 
 
 def test_popup_dates_tab_browses_recent_periods_and_years(browser, server, pages):

@@ -29,7 +29,8 @@ def test_server_information(start_server):
     for key in ("description", "privacy", "limits"):
         assert isinstance(info[key], str) and info[key]
     assert "10 CPU-seconds" in info["limits"] and "512 MB" in info["limits"]
-    assert "deleted" in info["privacy"] and "lost" in info["privacy"]
+    # What a stop does to queued jobs (run within the grace, the rest cancelled): said, too.
+    assert "deleted" in info["privacy"] and "cancels those still unfinished" in info["privacy"]
     assert "warning" not in info  # a real sandbox: nothing to warn about
 
 

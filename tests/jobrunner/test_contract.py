@@ -18,6 +18,7 @@ import pytest
 import websockets
 
 from jobrunner import uploads
+from jobrunner.signing import verify_record
 from support import hostiletar, wsframes
 from support.fakerunner import Clock, Served, serving, steps
 from support.jobclient import tarball
@@ -557,6 +558,36 @@ def test_503_while_shutting_down_and_running_jobs_stay_readable(tmp_path):
             served.runner.open("g")
 
     run(scenario, tmp_path, shutdown_grace=30)
+
+
+def test_a_drain_runs_the_jobs_already_queued_and_stops_those_left_when_its_grace_ends(tmp_path):
+    # Queued jobs used to be dropped at SIGTERM: their records said `queued` until the server
+    # exited, and a pool in front then called them `worker_lost`. Now every job accepted ends
+    # with a signed final record: run within the grace, or cancelled when it is over.
+    async def scenario(served: Served) -> None:
+        async with httpx.AsyncClient() as client:
+            first = (await submit(client, served, steps({"wait": "g"}))).json()["job_id"]
+            assert await wait_until_async(lambda: served.service.running == 1, 20)
+            queued = (await submit(client, served, steps({"out": "ran\n"}))).json()["job_id"]
+            stuck = (await submit(client, served, steps({"wait": "never"}))).json()["job_id"]
+            served.stop.set()  # as SIGTERM does
+            assert await wait_until_async(lambda: not served.service.accepting, 20)
+            health = await client.get(f"{served.url}/health")
+            assert (health.status_code, health.json()["status"]) == (503, "draining")
+            served.runner.open("g")
+            jobs = served.service.jobs
+            assert await wait_until_async(lambda: jobs[stuck].finished, 60)
+        assert jobs[first].state == jobs[queued].state == "completed"
+        assert bytes(jobs[queued].log.data) == b"ran\n"
+        record = served.service.status(stuck)
+        assert (record.status, record.failure) == ("failed", "cancelled")
+        assert verify_record(record, served.service.key.worker_id, job_id=stuck)  # signed
+        assert bytes(jobs[stuck].log.data).endswith(
+            b"[jobrunner] the job was cancelled: the server shut down and its grace of 1 s was "
+            b"over\n"
+        )
+
+    run(scenario, tmp_path, concurrency=1, shutdown_grace=1)
 
 
 # --- the service raises domain errors; the edge maps them ---------------------------------------

@@ -15,6 +15,7 @@ from jobrunner.cli import main
 from support.jobclient import (
     HELD,
     JOBRUNNER,
+    collect,
     log_of,
     release,
     submit,
@@ -190,12 +191,16 @@ def test_sigterm_draining_and_stop_are_logged(start_server, state_dir):
     server.terminate()
     assert wait_until(lambda: "draining" in server.output, timeout=30), server.output
     release(server.url, state_dir / "s0", job["job_id"])
+    assert wait_until(lambda: "handing over" in server.output, timeout=60), server.output
+    collect(server.url, job["job_id"])  # record read, outputs downloaded: nothing is owed
     assert server.wait(60) == 0
     said = [
         "SIGTERM received: shutting down",
-        "draining: new jobs are refused (503), 0 queued job(s) dropped, 1 running get up to 30 s",
+        "draining: new jobs are refused (503), 0 queued and 1 running job(s) get up to 30 s",
         f"job {job['job_id']} completed",
         "drained: no job is running",
+        "handing over: 1 finished job(s) not yet collected",
+        "handed over: 0 finished job(s) left uncollected",
         "jobrunner INFO stopped",
     ]
     where = [server.output.find(line) for line in said]

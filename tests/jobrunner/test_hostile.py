@@ -12,6 +12,7 @@ from support.jobclient import (
     GENEROUS,
     HELD,
     JOBRUNNER,
+    collect,
     log_of,
     need_sandbox,
     release,
@@ -157,6 +158,7 @@ def test_shutdown_answers_503_while_running_jobs_finish(start_server, state_dir)
     # The running job stays readable until it ends, then the server exits.
     assert httpx.get(f"{server.url}/status/{job['job_id']}").json()["status"] == "running"
     release(server.url, state_dir / "s0", job["job_id"])
+    collect(server.url, job["job_id"])  # record read, outputs downloaded: it may go
     assert server.wait(30) == 0
     assert f"job {job['job_id']} completed" in server.output
     with pytest.raises(httpx.ConnectError):

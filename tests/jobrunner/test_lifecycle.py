@@ -54,10 +54,50 @@ def test_sigterm_lets_the_running_job_finish(start_server):
     )
     started = time.monotonic()
     server.terminate()
-    # Submits are refused meanwhile (test_hostile.py checks the 503); the job is waited for.
+    # Submits are refused meanwhile (test_hostile.py checks the 503); the job is waited for,
+    # then served until its record is read (it has no outputs to download).
+    assert wait_finished(server.url, job["job_id"])["status"] == "completed"
     assert server.wait(30) == 0
     assert time.monotonic() - started >= 1.0  # it waited for the job
     assert f"job {job['job_id']} completed" in server.output
+
+
+def test_a_stopping_server_serves_finished_results_until_they_are_collected(
+    start_server, state_dir
+):
+    # It used to exit as soon as its last job ended: a client (or a pool) that had not yet read
+    # the result found nothing. Now it stays until the record was read and the outputs
+    # downloaded (or deleted at `retention`), then exits by itself.
+    server = start_server()
+    code = HELD + "open('out.txt', 'w').write('kept')\n"
+    manifest = {"entrypoint": "main.py", "timeout": 120, "outputs": ["out.txt"]}  # not `go`
+    job = submit(server.url, {"main.py": code}, manifest).json()
+    assert wait_until(lambda: "held" in log_of(server.url, job["job_id"]), timeout=60)
+    server.terminate()
+    assert wait_until(lambda: httpx.get(f"{server.url}/health").status_code == 503, timeout=30)
+    assert httpx.get(f"{server.url}/health").json()["status"] == "draining"
+    release(server.url, state_dir / "s0", job["job_id"])
+    record = wait_finished(server.url, job["job_id"])
+    assert record["status"] == "completed"
+    # The record was read, the output not yet downloaded: everything is still served.
+    assert wait_until(lambda: "handing over: 1 finished job(s)" in server.output, timeout=30)
+    assert httpx.get(f"{server.url}/outputs/{job['job_id']}").status_code == 200
+    assert "released" in log_of(server.url, job["job_id"])
+    assert httpx.get(f"{server.url}/download/{job['job_id']}/out.txt").text == "kept"
+    assert server.wait(30) == 0
+    assert "handed over: 0 finished job(s) left uncollected" in server.output
+
+
+def test_a_second_sigterm_stops_a_stopping_server_at_once(start_server):
+    server = start_server("--retention", "600")
+    run_job(server.url, "open('out.txt', 'w').write('never downloaded')")
+    server.terminate()
+    # It waits for the download (up to the retention, 10 minutes)...
+    assert wait_until(lambda: "handing over: 1 finished job(s)" in server.output, timeout=30)
+    assert httpx.get(f"{server.url}/health").status_code == 503
+    server.terminate()  # ...unless told again
+    assert server.wait(30) == 0
+    assert "SIGTERM received again: stopping at once" in server.output
 
 
 def test_refuses_to_start_without_a_sandbox(state_dir):

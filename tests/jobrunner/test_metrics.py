@@ -16,7 +16,16 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from jobrunner.config import load
 from support.fakerunner import Served, serving, steps
-from support.jobclient import GENEROUS, HELD, JOBRUNNER, release, run_job, submit, tarball
+from support.jobclient import (
+    GENEROUS,
+    HELD,
+    JOBRUNNER,
+    collect,
+    release,
+    run_job,
+    submit,
+    tarball,
+)
 from support.servers import wait_until, wait_until_async
 
 Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
@@ -270,6 +279,7 @@ def test_a_real_server_shows_running_jobs_and_serves_metrics_while_draining(
     server.terminate()  # drains: the held job keeps running, the metrics still answer
     assert wait_until(lambda: value(scrape(server.metrics_url), "jobrunner_accepting") == 0)
     release(server.url, state, job_id)
+    collect(server.url, job_id)  # record read, outputs downloaded: it may go
     assert server.wait(60) == 0
 
 

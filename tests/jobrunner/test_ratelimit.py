@@ -120,20 +120,23 @@ def test_idle_clients_are_forgotten():
 
 
 def test_log_streams_per_client_are_counted_and_given_back_once():
-    limiter = RateLimiter(Limits(streams=2), Clock())
-    first, second = limiter.open_stream("2001:db8::1"), limiter.open_stream("2001:db8::2")
+    limiter = RateLimiter(Limits(streams=2), Clock())  # counts rate keys: an IPv6 /64
+    first, second = (
+        limiter.open_stream(rate_key("2001:db8::1")),
+        limiter.open_stream(rate_key("2001:db8::2")),
+    )
     assert isinstance(first, StreamSlot) and isinstance(second, StreamSlot)
-    refused = limiter.open_stream("2001:db8::3")  # the same /64
+    refused = limiter.open_stream(rate_key("2001:db8::3"))  # the same /64
     assert not isinstance(refused, StreamSlot)
     assert (refused.allowed, refused.retry_after) == (False, 1)
     assert refused.reason == "Too many streams (logs and downloads): 2/2 open"
-    assert limiter.verdict("2001:db8::3").allowed  # streams are no jobs: submits still go
+    assert limiter.verdict(rate_key("2001:db8::3")).allowed  # streams are no jobs: submits still go
     assert isinstance(limiter.open_stream("10.0.0.1"), StreamSlot)  # another client
     first.close()
     first.close()  # once only
-    assert limiter.open_streams("2001:db8::9") == 1
+    assert limiter.open_streams(rate_key("2001:db8::9")) == 1
     second.close()
-    assert limiter.open_streams("2001:db8::9") == 0
+    assert limiter.open_streams(rate_key("2001:db8::9")) == 0
     assert set(limiter._clients) == {"10.0.0.1"}  # a client with nothing open is forgotten
 
 
@@ -257,14 +260,16 @@ def test_any_peer_text_has_a_key_and_never_raises(text):
 
 
 def test_the_limiter_counts_a_64_as_one_client():
+    # The edge keys each address (`rate_key` with the limits' prefix); the limiter counts keys.
     limiter = RateLimiter(Limits(concurrent=1), Clock())
-    assert isinstance(limiter.reserve("2001:db8:1:2::1"), Reservation)
-    refused = limiter.reserve("2001:db8:1:2:ffff:ffff:ffff:ffff")
+    prefix = limiter.limits.ipv6_prefix
+    assert isinstance(limiter.reserve(rate_key("2001:db8:1:2::1", prefix)), Reservation)
+    refused = limiter.reserve(rate_key("2001:db8:1:2:ffff:ffff:ffff:ffff", prefix))
     assert not isinstance(refused, Reservation) and refused.reason.startswith("Concurrent")
-    assert isinstance(limiter.reserve("2001:db8:1:3::1"), Reservation)  # the next /64
+    assert isinstance(limiter.reserve(rate_key("2001:db8:1:3::1", prefix)), Reservation)
     wide = RateLimiter(Limits(concurrent=1, ipv6_prefix=128), Clock())
-    assert isinstance(wide.reserve("2001:db8::1"), Reservation)
-    assert isinstance(wide.reserve("2001:db8::2"), Reservation)
+    assert isinstance(wide.reserve(rate_key("2001:db8::1", 128)), Reservation)
+    assert isinstance(wide.reserve(rate_key("2001:db8::2", 128)), Reservation)
     with pytest.raises(ValueError):
         Limits(ipv6_prefix=129)
 

@@ -7,12 +7,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from jobrunner.scheduling import Queued, Scheduler
+from servekit import rate_key
 
 WINDOW = 50.0
 SHORT = 3.0
 PATIENCE = 40.0
-# Four clients; the last two are one IPv6 /64, so one client for the queue.
+# Four addresses; the last two are one IPv6 /64, so one client for the queue. The queue takes the
+# clients' rate keys, as the HTTP edge derives them (the domain layer parses no addresses).
 ADDRESSES = ["10.0.0.1", "10.0.0.2", "2001:db8::1", "2001:db8::2"]
+CLIENTS = [rate_key(address) for address in ADDRESSES]
 
 
 @dataclass
@@ -150,7 +153,7 @@ def test_the_scheduler_agrees_with_the_model(ops, reserved):
             added += 1
             timeouts[job] = op[2]
             queued_at[job] = clock.now
-            entry = scheduler.add(job, ADDRESSES[op[1]], op[2])
+            entry = scheduler.add(job, CLIENTS[op[1]], op[2])
             model.queued.append((job, entry.key, entry.seq))
         elif op[0] == "tick":
             clock.now += op[1]
@@ -164,9 +167,8 @@ def test_the_scheduler_agrees_with_the_model(ops, reserved):
             index = spans.index(next(s for s in spans if s[1] is None))
             spans[index] = (spans[index][0], clock.now)
         assert len(scheduler) == len(model.queued)
-        for address in ADDRESSES:
-            key = scheduler.key(address)
-            assert abs(scheduler.slot_time(address) - model.slot_time(key)) < 1e-6
+        for key in CLIENTS:
+            assert abs(scheduler.slot_time(key) - model.slot_time(key)) < 1e-6
         scheduler.sweep()
 
     # Every queued job starts, as slots free and time passes.
@@ -193,20 +195,20 @@ def test_position_is_the_start_order_when_nothing_changes(history):
     clock = Clock()
     scheduler = Scheduler(slots=8, window=WINDOW, reserved=0, clock=clock)
     for n, (client, held) in enumerate(history):
-        entry = scheduler.add(f"past{n}", ADDRESSES[client], 300)
+        entry = scheduler.add(f"past{n}", CLIENTS[client], 300)
         assert scheduler.take(1) == entry
         scheduler.started(entry)
         clock.now += held
         scheduler.finished(entry)
     for n in range(8):
-        scheduler.add(f"job{n}", ADDRESSES[n % 4], 300)
+        scheduler.add(f"job{n}", CLIENTS[n % 4], 300)
     order = scheduler.order()
     positions = {job: scheduler.position(job) for job in order}
     started = []
     while (entry := scheduler.take(4)) is not None:
         started.append(entry.job_id)
     assert started == order and [positions[job] for job in started] == list(range(8))
-    times = [scheduler.slot_time(ADDRESSES[int(job[3:]) % 4]) for job in started]
+    times = [scheduler.slot_time(CLIENTS[int(job[3:]) % 4]) for job in started]
     assert times == sorted(times)
 
 
@@ -215,14 +217,14 @@ def test_a_long_job_kept_from_the_reserved_slot_starts_once_it_has_waited_patien
     scheduler = Scheduler(
         window=WINDOW, short_job=SHORT, slots=2, reserved=1, patience=PATIENCE, clock=clock
     )
-    short = scheduler.add("short", ADDRESSES[0], 300)
+    short = scheduler.add("short", CLIENTS[0], 300)
     assert scheduler.take(2) == short
     scheduler.started(short)
     scheduler.finished(short)  # a client about whose jobs were short
-    first = scheduler.add("long", ADDRESSES[1], 300)
+    first = scheduler.add("long", CLIENTS[1], 300)
     assert scheduler.take(2) == first  # the one slot for long jobs
     scheduler.started(first)
-    scheduler.add("long2", ADDRESSES[2], 300)
+    scheduler.add("long2", CLIENTS[2], 300)
     assert scheduler.take(1) is None  # only the reserved slot free
     clock.now += PATIENCE - 1
     assert scheduler.take(1) is None

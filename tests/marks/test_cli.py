@@ -90,7 +90,7 @@ def test_other_output_formats(marks):
     assert marks("-o", "plain", "bookmark", "list").out == "1\thttps://a.example/x\tAx\n"
     csv_out = marks("-o", "csv", "bookmark", "list").out.splitlines()
     assert csv_out[0].startswith("id,url,title,description,tags")
-    assert csv_out[1].startswith('1,https://a.example/x,Ax,,"t1,t2",False,False,')
+    assert csv_out[1].startswith('1,https://a.example/x,Ax,,"t1,t2",false,false,')
 
 
 def test_every_record_listing_honours_output_and_carries_the_id(marks, library):

@@ -231,7 +231,7 @@ def test_the_shell_confirms_by_the_users_rule(marks, web):
     assert marks("config", "set", "health_confirm_hours", "0").code == 0
     _add(marks, web.url("/status/404"))
     check = marks("bookmark", "health", *FAST)
-    assert check.code == 0 and "not yet confirmed" not in check.out + check.err
+    assert check.code == 3 and "not yet confirmed" not in check.out + check.err
     listing = marks.process("shell", "-c", "ls /broken")
     assert "1" in listing.out and "not yet confirmed" not in listing.out
     stat = marks.process("shell", "-c", "stat /bookmarks/1")

@@ -1,8 +1,10 @@
-"""`marks serve` under attack: a hostile client on raw sockets, and a hostile page in chromium.
+"""`marks serve` under attack: a hostile client on raw sockets, and a hostile page in chromium
+and in firefox-esr.
 
 Everything runs against a live server on a temporary database; the page elsewhere is served by a
 second local HTTP server (another port, so another origin), and DNS rebinding is played in the
-browser by mapping a made-up name to 127.0.0.1 with chromium's own host resolver rules.
+browser by mapping a made-up name to loopback with the browser's own resolver settings
+(chromium's host resolver rules, Firefox's `network.dns.localDomains`).
 """
 
 import contextlib
@@ -13,10 +15,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from support import chromium_path
+from support.browserui import BROWSERS, launch
 from support.marksserve import Served, start_marks
-
-sync_api = pytest.importorskip("playwright.sync_api")
 
 
 def raw(served: Served, request: bytes) -> tuple[int, dict]:
@@ -236,17 +236,16 @@ main();
 </script>"""
 
 
-@pytest.fixture(scope="module")
-def browser():
-    path = chromium_path()
-    with sync_api.sync_playwright() as playwright:
-        launched = playwright.chromium.launch(
-            executable_path=path,
-            # DNS rebinding without DNS: this name resolves to loopback inside the browser.
-            args=["--host-resolver-rules=MAP rebound.test 127.0.0.1"],
-        )
+@pytest.fixture(scope="module", params=BROWSERS)
+def browser(request, tmp_path_factory):
+    with launch(
+        request.param,
+        tmp_path_factory.mktemp(request.param),
+        # DNS rebinding without DNS: this name resolves to loopback inside the browser.
+        chromium_args=["--host-resolver-rules=MAP rebound.test 127.0.0.1"],
+        firefox_prefs={"network.dns.localDomains": "rebound.test"},
+    ) as launched:
         yield launched
-        launched.close()
 
 
 class _Attacker(BaseHTTPRequestHandler):
@@ -287,15 +286,14 @@ def attacker(served):
 def test_a_page_elsewhere_can_neither_write_nor_read(browser, served, attacker, tmp_path):
     kept = served.add("https://kept.example/", title="kept")
     assert kept["id"] == 1
-    context = browser.new_context()
-    page = context.new_page()
+    page = browser.new_page()
     try:
         page.goto(attacker)
         page.wait_for_function("document.title === 'done'", timeout=30000)
         results = page.evaluate("window.results")
         page.screenshot(path=str(tmp_path / "attacker.png"))
     finally:
-        context.close()
+        browser.close_page(page)
     assert results["post-no-cors"] == "opaque"  # sent, and refused (checked below)
     for name in ("post-json", "delete", "read", "export"):
         assert results[name] == "blocked", (name, results)  # CORS: nothing readable
@@ -316,8 +314,7 @@ def test_the_web_ui_cannot_be_framed_by_another_site(browser, served, tmp_path):
     """Clickjacking: a framed UI is same-origin, so its buttons would pass every other check."""
     served.add("https://kept.example/", title="kept")
     framing = f'<!doctype html><iframe id="ui" src="{served.url}/"></iframe>'
-    context = browser.new_context()
-    page = context.new_page()
+    page = browser.new_page()
     try:
         with page_elsewhere(framing) as url:
             page.goto(url)  # waits for the load event, the frame's included
@@ -326,13 +323,12 @@ def test_the_web_ui_cannot_be_framed_by_another_site(browser, served, tmp_path):
             assert ui.locator("#list").count() == 0  # the UI's document never loaded in it
             page.screenshot(path=str(tmp_path / "framed.png"))
     finally:
-        context.close()
+        browser.close_page(page)
 
 
 def test_a_rebound_name_gets_403_in_the_browser_and_the_ui_still_works(browser, served):
     port = served.url.rsplit(":", 1)[1]
-    context = browser.new_context()
-    page = context.new_page()
+    page = browser.new_page()
     try:
         rebound = page.goto(f"http://rebound.test:{port}/bookmarks")
         assert rebound is not None and rebound.status == 403
@@ -347,7 +343,7 @@ def test_a_rebound_name_gets_403_in_the_browser_and_the_ui_still_works(browser, 
         )
         assert status == 201
     finally:
-        context.close()
+        browser.close_page(page)
     assert served.http.get("/stats").json()["bookmarks"] == 1
 
 

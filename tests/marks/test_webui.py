@@ -1,4 +1,5 @@
-"""The web UI in Debian's chromium (Playwright) against a live `marks serve`.
+"""The web UI in Debian's chromium (Playwright) and firefox-esr (WebDriver BiDi) against a live
+`marks serve`; every test runs in both (tests/support/browserui.py).
 
 Each test saves a screenshot of the views it visits under its temporary directory, and one more
 when it ends (so a failure leaves a picture of what the page showed).
@@ -9,19 +10,14 @@ from pathlib import Path
 
 import pytest
 
-from support import chromium_path
+from support.browserui import BROWSERS, expect, launch
 from support.marksserve import Served, start_marks
 
-sync_api = pytest.importorskip("playwright.sync_api")
 
-
-@pytest.fixture(scope="module")
-def browser():
-    path = chromium_path()
-    with sync_api.sync_playwright() as playwright:
-        launched = playwright.chromium.launch(executable_path=path)
+@pytest.fixture(scope="module", params=BROWSERS)
+def browser(request, tmp_path_factory):
+    with launch(request.param, tmp_path_factory.mktemp(request.param)) as launched:
         yield launched
-        launched.close()
 
 
 class UI:
@@ -57,13 +53,11 @@ class UI:
 
 @pytest.fixture
 def ui(browser, served, tmp_path):
-    context = browser.new_context(viewport={"width": 1200, "height": 800}, accept_downloads=True)
-    page = context.new_page()
-    page.set_default_timeout(15000)
+    page = browser.new_page(viewport={"width": 1200, "height": 800})
     view = UI(page, served, tmp_path / "screenshots")
     yield view
     view.shot("at-the-end")
-    context.close()
+    browser.close_page(page)
     assert not view.errors, view.errors
 
 
@@ -90,7 +84,7 @@ def test_the_list_pages_and_the_main_view(ui):
     assert ui.titles()[0] == "page 59"  # newest first
     ui.shot("list")
     ui.page.click("#more")
-    sync_api.expect(ui.rows()).to_have_count(60)  # (the page's CSP forbids eval'd predicates)
+    expect(ui.rows()).to_have_count(60)  # (the page's CSP forbids eval'd predicates)
     assert ui.page.locator("#more").is_hidden()
 
 
@@ -252,8 +246,7 @@ def test_the_ui_asks_for_the_token_once_when_the_server_needs_one(browser, tmp_p
     )
     try:
         port = process.url.rsplit(":", 1)[1]
-        context = browser.new_context()
-        page = context.new_page()
+        page = browser.new_page()
         asked: list[str] = []
 
         def answer(dialog) -> None:
@@ -267,7 +260,7 @@ def test_the_ui_asks_for_the_token_once_when_the_server_needs_one(browser, tmp_p
         page.wait_for_selector("body[data-loaded=true]", timeout=15000)
         assert len(asked) == 1 and "token" in asked[0]
         page.screenshot(path=str(tmp_path / "token.png"))
-        context.close()
+        browser.close_page(page)
     finally:
         process.stop()
 
@@ -286,7 +279,7 @@ def test_the_reading_queue_view(ui):
     ui.page.click("#bulk-queue")
     ui.page.wait_for_selector("#message:has-text('queued 2 bookmark(s)')")
     queue = ui.page.locator("#view-queue")
-    sync_api.expect(queue.locator(".queue-item")).to_have_count(3)
+    expect(queue.locator(".queue-item")).to_have_count(3)
 
     # Priority 1 moves "Read 2" to the front; progress on "Read 1" shows in its row.
     item = queue.locator(f".queue-item[data-id='{ids[2]}']")
@@ -326,16 +319,14 @@ def checking(browser, tmp_path):
         assert done.returncode == 0, done.stderr
     with Websites(hosts=2, slow_seconds=5) as web:
         served = Served(start_marks(tmp_path / "h.db", tmp_path), tmp_path / "h.db", tmp_path)
-        context = browser.new_context(viewport={"width": 1200, "height": 800})
-        page = context.new_page()
-        page.set_default_timeout(15000)
+        page = browser.new_page(viewport={"width": 1200, "height": 800})
         view = UI(page, served, tmp_path / "screenshots")
         view.web = web
         try:
             yield view
         finally:
             view.shot("at-the-end")
-            context.close()
+            browser.close_page(page)
             served.close()
     assert not view.errors, view.errors
 
@@ -351,7 +342,7 @@ def test_the_health_view_runs_a_check_and_follows_it_to_the_end(checking):
         ui.served.add(url, title=title)  # fmt: skip
     ui.open()
     health = ui.page.locator("#view-health")
-    sync_api.expect(health.locator(".health-unchecked")).to_have_text("4 never checked")
+    expect(health.locator(".health-unchecked")).to_have_text("4 never checked")
     assert health.locator("[data-nav=health-broken] .count").text_content() == "0"
 
     ui.page.click("#check-links")
@@ -361,9 +352,9 @@ def test_the_health_view_runs_a_check_and_follows_it_to_the_end(checking):
     ui.shot("health-running")
     # ...then done, with the counts, the list and the collections refreshed.
     ui.page.wait_for_selector("#view-health .health-run[data-state=done]", timeout=30000)
-    sync_api.expect(health.locator(".health-status")).to_contain_text("done: 4 of 4")
-    sync_api.expect(health.locator(".health-unchecked")).to_have_text("0 never checked")
-    sync_api.expect(health.locator(".health-unconfirmed")).to_have_text("3 not yet confirmed")
+    expect(health.locator(".health-status")).to_contain_text("done: 4 of 4")
+    expect(health.locator(".health-unchecked")).to_have_text("0 never checked")
+    expect(health.locator(".health-unconfirmed")).to_have_text("3 not yet confirmed")
     assert health.locator("[data-nav=health-broken] .count").text_content() == "3"
     broken = ui.page.locator("[data-nav=collection-broken] .count")
     assert broken.text_content() == "3"
@@ -375,7 +366,7 @@ def test_the_health_view_runs_a_check_and_follows_it_to_the_end(checking):
     # With bookmarks selected, only those are checked.
     ui.page.locator("#list > li", has_text="Gone page").locator("input[type=checkbox]").check()
     ui.page.click("#check-links")
-    sync_api.expect(health.locator(".health-status")).to_contain_text("done: 1 of 1")
+    expect(health.locator(".health-status")).to_contain_text("done: 1 of 1")
     gone = next(
         b for b in ui.served.http.get("/bookmarks").json()["items"] if b["title"] == "Gone page"
     )

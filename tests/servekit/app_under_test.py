@@ -68,6 +68,7 @@ def main() -> None:
     parser.add_argument("--cors-only", action="append", default=None)
     parser.add_argument("--cors-extensions", action="store_true")
     parser.add_argument("--side-port", type=int, help="serve a side app there, named `side`")
+    parser.add_argument("--linger", action="store_true", help="a drain that never ends by itself")
     args = parser.parse_args()
     cors = (
         CorsPolicy.only(*args.cors_only, allow_extensions=args.cors_extensions)
@@ -83,11 +84,17 @@ def main() -> None:
 
         side_app = Starlette(routes=[Route("/side", side_hello)])
         side.append(SideApp(side_app, Listener("127.0.0.1", args.side_port), "side"))
+
+    async def linger() -> None:
+        print("lingering", flush=True)  # what a test waits on: the first signal was handled
+        await asyncio.Event().wait()
+
     serve(
         app,
         Listener("127.0.0.1", args.port, args.certfile, args.keyfile),
         graceful_timeout=5,
         side=side,
+        before_shutdown=linger if args.linger else None,
     )
 
 

@@ -47,6 +47,20 @@ def test_sigterm_finishes_open_requests_then_exits(app):
         httpx.get(f"{app.url}/hello", timeout=2)
 
 
+def test_a_second_sigterm_ends_a_drain_at_once(start_app):
+    # The first signal starts `before_shutdown` (here one that never ends by itself, as a drain
+    # waiting for its results to be collected can last many minutes) while the server answers;
+    # the second cancels it and the server exits.
+    app = start_app("--linger")
+    app.terminate()
+    assert wait_until(lambda: "lingering" in app.output, timeout=30), app.output
+    assert httpx.get(f"{app.url}/hello", timeout=10).status_code == 200  # still serving
+    app.terminate()
+    assert app.wait(30) == 0
+    with pytest.raises(httpx.ConnectError):
+        httpx.get(f"{app.url}/hello", timeout=2)
+
+
 def test_https_with_certificate_and_key(start_app, tmp_path):
     ca = trustme.CA()
     cert = ca.issue_cert("127.0.0.1")

@@ -72,6 +72,15 @@ def wait_finished(url: str, job_id: str, timeout: float = 60) -> dict:
     raise AssertionError(f"job {job_id} did not finish in {timeout} s")
 
 
+def collect(url: str, job_id: str, timeout: float = 60) -> dict:
+    """Read a job's final record and download every output, as a client collecting its result
+    does: what a stopping server waits for before it exits. Returns the record."""
+    record = wait_finished(url, job_id, timeout)
+    for path in record["output_files"]:
+        assert httpx.get(f"{url}/download/{job_id}/{path}", timeout=30).status_code == 200
+    return record
+
+
 # A job that runs until the test lets it go, so no test guesses how long it needs a job running.
 HELD = (
     "import os, time\nprint('held', flush=True)\n"

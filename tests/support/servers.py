@@ -1,6 +1,7 @@
 """Run a real server as a subprocess and wait until it says where it listens."""
 
 import asyncio
+import contextlib
 import inspect
 import os
 import re
@@ -72,12 +73,17 @@ class ServerProcess:
         return code
 
     def stop(self) -> None:
-        self.terminate()
-        try:
-            self.wait(20)
-        except subprocess.TimeoutExpired:
+        """End it now: SIGTERM, and again until it has exited (a jobrunner server's first signal
+        starts a drain that can last until its results are collected; the second ends it at
+        once; two signals sent together may arrive as one), SIGKILL after 20 s."""
+        deadline = time.monotonic() + 20
+        while self.proc.poll() is None and time.monotonic() < deadline:
+            self.terminate()
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self.proc.wait(0.5)
+        if self.proc.poll() is None:
             self.proc.kill()
-            self.wait(5)
+        self.wait(5)
 
     def __enter__(self) -> "ServerProcess":
         return self

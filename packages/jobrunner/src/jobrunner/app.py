@@ -36,6 +36,7 @@ from jobrunner.edge import (
 from jobrunner.jobs import Follower, Job, Log
 from jobrunner.logformat import client_key
 from jobrunner.metrics import Metrics
+from jobrunner.ratelimit import StreamSlot
 from jobrunner.service import JobService
 from servekit import (
     ClientFile,
@@ -44,7 +45,9 @@ from servekit import (
     JSONResponse,
     TrustedProxies,
     client_ip,
+    descriptors,
     first_of,
+    rate_key,
     while_connected,
 )
 
@@ -153,8 +156,20 @@ def build_app(
     limit = s.max_upload_mb * 2**20
     metrics = service.metrics
 
+    def client(connection: HTTPConnection) -> str:
+        """Who is asking, as the limits and the queue count clients: the address (behind trusted
+        proxies), an IPv6 one by its network. Derived here: the service parses no addresses."""
+        return rate_key(client_ip(connection, trusted), s.rate_ipv6_prefix)
+
     def pseudonym(connection: HTTPConnection) -> str:
-        return client_key(service.limiter.key(client_ip(connection, trusted)))
+        return client_key(client(connection))
+
+    def open_stream(connection: HTTPConnection) -> StreamSlot:
+        """A slot for one stream of the client: 503 while the process is short of open files
+        (long-lived work waits so that short requests are still answered), else the service's."""
+        if descriptors.running_low():
+            raise errors.short_of_files()
+        return service.open_stream(client(connection))
 
     on_refusal = refusal_recorder(metrics, pseudonym)
 
@@ -162,13 +177,15 @@ def build_app(
         return JSONResponse(service.info(warning))
 
     async def submit(request: Request) -> Response:
-        ip = client_ip(request, trusted)
+        who = client(request)
         length = request.headers.get("content-length")
         if length and length.isdigit() and int(length) > limit:
             raise errors.too_large(s.max_upload_mb)
         # Limits first, from the headers alone: a client over them is refused before it uploads.
         try:
-            reservation = service.admit(ip)
+            if descriptors.running_low():
+                raise errors.short_of_files()
+            reservation = service.admit(who)
         except errors.JobrunnerError:
             await drop_small_body(request)  # so that the client reads the 429, not a reset
             raise
@@ -195,7 +212,7 @@ def build_app(
                     if isinstance(part, UploadFile)
                 ]
                 handed_over = True
-                result = await service.submit(ip, manifest, parts, reservation, deadline)
+                result = await service.submit(who, manifest, parts, reservation, deadline)
         except BaseException:
             if not handed_over:
                 service.cancel(reservation)
@@ -210,7 +227,7 @@ def build_app(
         service.find(job_id)  # 404 before a slot is taken
         # A long poll holds a connection for up to a minute: it counts as one of the client's
         # streams, like a log or a download.
-        slot = service.open_stream(client_ip(request, trusted))
+        slot = open_stream(request)
         try:
             record = await unless_gone(request, service.wait(job_id, seconds))
         finally:
@@ -222,7 +239,7 @@ def build_app(
 
     async def logs(request: Request) -> Response:
         job = service.find(request.path_params["job_id"])
-        slot = service.open_stream(client_ip(request, trusted))
+        slot = open_stream(request)
         return ClientStream(
             _log_chunks(job.log),
             media_type="text/plain; charset=utf-8",
@@ -234,7 +251,7 @@ def build_app(
 
     async def download(request: Request) -> Response:
         # The slot first: a refused download must not count as downloaded (deletion starts).
-        slot = service.open_stream(client_ip(request, trusted))
+        slot = open_stream(request)
         try:
             found = service.download(request.path_params["job_id"], request.path_params["filepath"])
         except BaseException:
@@ -249,13 +266,16 @@ def build_app(
         )
 
     async def stats(request: Request) -> Response:
-        return JSONResponse(service.stats(client_ip(request, trusted)))
+        return JSONResponse(service.stats(client(request)))
 
     async def environments(request: Request) -> Response:
         return JSONResponse(service.environment_listing())
 
     async def health(request: Request) -> Response:
-        return JSONResponse(service.health(request.query_params.get("challenge")))
+        answer = service.health(request.query_params.get("challenge"))
+        # 503 while draining: a load balancer's (or Kubernetes') check takes it out of rotation;
+        # a pool reads the signed body and keeps collecting the results of its jobs.
+        return JSONResponse(answer, status_code=503 if answer.status == "draining" else 200)
 
     async def stream(websocket: WebSocket) -> None:
         job = service.jobs.get(websocket.path_params["job_id"])
@@ -264,7 +284,7 @@ def build_app(
             await websocket.close(4404, "Job not found")
             return
         try:
-            slot = service.open_stream(client_ip(websocket, trusted))
+            slot = open_stream(websocket)
         except (errors.RateLimited, errors.Busy) as error:  # 429, or 503 short of open files
             await refuse_websocket(websocket, error, on_refusal)
             return

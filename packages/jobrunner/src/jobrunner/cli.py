@@ -131,7 +131,8 @@ def main() -> None:
 @click.option(
     "--shutdown-grace",
     type=float,
-    help="Seconds running jobs get to finish after SIGTERM [30].",
+    help="Seconds the jobs accepted (queued or running) get to finish after SIGTERM; then the "
+    "rest are cancelled and finished results served until collected [30].",
 )
 @click.option("--templates-dir", help="TOML templates that replace packaged ones by name.")
 @click.option(

@@ -147,7 +147,7 @@ class Log:
 @dataclass
 class Job:
     id: str
-    client_ip: str
+    client: str  # its rate key (an IPv4 address, an IPv6 network), from the edge
     manifest: Manifest
     inputs: list[InputFile]
     job_hash: str
@@ -173,6 +173,14 @@ class Job:
     done: asyncio.Event = field(default_factory=asyncio.Event)
     # Set by a cancel: the runner kills the jail (or never starts it) and the job fails `cancelled`.
     cancelled: asyncio.Event = field(default_factory=asyncio.Event)
+    cancel_note: str = ""  # the log's last line when cancelled (by a client, or by a shutdown)
+    record_read: bool = False  # its final record was read (by a client or a pool)
+
+    @property
+    def collected(self) -> bool:
+        """Finished, its final record read and every output downloaded: a draining server
+        holds nothing of it that anyone is still owed."""
+        return self.finished and self.record_read and self.downloaded >= self.outputs.keys()
 
     @property
     def finished(self) -> bool:

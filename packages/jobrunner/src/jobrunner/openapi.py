@@ -307,7 +307,14 @@ def _paths() -> dict[str, Any]:
                 {
                     "200": _json(
                         "Healthy (a pool: `degraded` without a healthy worker)", _ref(wire.Health)
-                    )
+                    ),
+                    # Not an error body: the signed health answer, so that a pool keeps
+                    # trusting (and collecting from) a worker that is shutting down.
+                    "503": _json(
+                        "`draining`: shutting down; it takes no new job and serves its finished "
+                        "ones until they are collected",
+                        _ref(wire.Health),
+                    ),
                 },
                 (400,),
                 (_CHALLENGE,),

@@ -60,7 +60,7 @@ from jobrunner.wire import (
     WorkerMetadata,
     decode_status,
 )
-from servekit import descriptors
+from servekit import descriptors, rate_key
 
 log = logging.getLogger("jobrunner.pool")
 # What a job id may look like before the pool ever puts one into an upstream URL.
@@ -93,10 +93,18 @@ class Worker:
     problem: str = "not checked yet"
     queue_length: int = 0
     failed_checks: int = 0  # in a row; `lost_after` of them and its jobs are lost
+    # Shutting down (its signed `GET /health` says `draining`): it gets no new job, and the pool
+    # keeps collecting the records of the jobs it has, which it serves until they are collected.
+    draining: bool = False
 
     @property
     def url(self) -> str:
         return self.entry.url.rstrip("/")
+
+    @property
+    def available(self) -> bool:
+        """Whether new jobs may go to it."""
+        return self.healthy and not self.draining
 
     @property
     def load(self) -> float:
@@ -194,6 +202,11 @@ class Pool:
             await session.close()
         log.info("stopped", extra={"event": "server.stopped"})
 
+    def client(self, ip: str) -> str:
+        """The rate key the limits count `ip` under (IPv6 by its network), as a worker's edge
+        derives it; the pool keeps the address itself to forward it to the workers."""
+        return rate_key(ip, self.limits.ipv6_prefix)
+
     def session(self, kind: str) -> aiohttp.ClientSession:
         """`health`, `api` or `streams` (see the module's docstring)."""
         return self._sessions[kind]
@@ -214,6 +227,7 @@ class Pool:
     async def _check(self, worker: Worker) -> None:
         nonce = secrets.token_urlsafe(24)
         problem = None
+        draining = False
         session = self.session("health")
         try:
             async with session.get(f"{worker.url}/health", params={"challenge": nonce}) as reply:
@@ -227,19 +241,27 @@ class Pool:
             ):
                 problem = "failed the signed challenge (it does not hold the key)"
             else:
+                draining = body.get("status") == "draining"
                 async with session.get(f"{worker.url}/stats") as reply:
                     stats = await reply.json(content_type=None)
                 worker.queue_length = int(stats.get("system", {}).get("queue_length", 0))
         except (aiohttp.ClientError, TimeoutError, ValueError, AttributeError) as error:
             problem = f"unreachable ({type(error).__name__})"
-        was_healthy, was_problem = worker.healthy, worker.problem
+        was_healthy, was_problem, was_draining = worker.healthy, worker.problem, worker.draining
         worker.healthy, worker.problem = problem is None, problem or ""
+        worker.draining = problem is None and draining
         worker.failed_checks = 0 if problem is None else worker.failed_checks + 1
         if was_healthy != worker.healthy or was_problem != worker.problem:
             log.info(
                 "worker %s is %s",
                 worker.url,
                 "healthy" if worker.healthy else f"unhealthy: {problem}",
+            )
+        if worker.draining and not was_draining:
+            log.info(
+                "worker %s is draining: no new jobs go to it; the results of its jobs are "
+                "collected as they finish",
+                worker.url,
             )
         if worker.failed_checks >= self.lost_after:
             self._lose_jobs(worker)
@@ -263,11 +285,11 @@ class Pool:
             )
         if descriptors.running_low():
             raise errors.short_of_files()
-        reservation = self.limiter.reserve(client_ip)
+        reservation = self.limiter.reserve(self.client(client_ip))
         if not isinstance(reservation, Reservation):
             # Jobs of this client may have ended since the last look: learn that, then decide.
             await self._follow_jobs(client_ip)
-            reservation = self.limiter.reserve(client_ip)
+            reservation = self.limiter.reserve(self.client(client_ip))
             if not isinstance(reservation, Reservation):
                 raise errors.rate_limited(reservation)
         self.uploads += 1
@@ -310,7 +332,7 @@ class Pool:
             "Content-Length": str(body.size),
             "X-Forwarded-For": client_ip,
         }
-        for worker in sorted((w for w in self.workers if w.healthy), key=lambda w: w.load):
+        for worker in sorted((w for w in self.workers if w.available), key=lambda w: w.load):
             try:
                 async with self.session("api").post(
                     f"{worker.url}/submit", data=body.chunks(), headers=headers, timeout=timeout
@@ -337,7 +359,7 @@ class Pool:
                     extra={
                         "event": "job.accepted",
                         "job_id": accepted.job_id,
-                        "client": client_key(self.limiter.key(client_ip)),
+                        "client": client_key(self.client(client_ip)),
                         "status": "queued",
                     },
                 )
@@ -357,7 +379,7 @@ class Pool:
         `RateLimiter`); 503 while the pool is short of open files."""
         if descriptors.running_low():
             raise errors.short_of_files()
-        slot = self.limiter.open_stream(client_ip)
+        slot = self.limiter.open_stream(self.client(client_ip))
         if not isinstance(slot, StreamSlot):
             raise errors.rate_limited(slot)
         return slot
@@ -525,13 +547,13 @@ class Pool:
         for job_id, job in list(self.jobs.items()):
             if job.finished_at is not None and now - job.finished_at > self.retention:
                 del self.jobs[job_id]
-        key = None if client_ip is None else self.limiter.key(client_ip)
+        key = None if client_ip is None else self.client(client_ip)
         pending = [
             job
             for job in self.jobs.values()
             if job.final is None
             and job.worker.healthy
-            and (key is None or self.limiter.key(job.client_ip) == key)
+            and (key is None or self.client(job.client_ip) == key)
         ]
         gate = asyncio.Semaphore(16)  # leave room in the api connections for clients
 
@@ -555,13 +577,14 @@ class Pool:
             extra={
                 "event": "job.finished",
                 "job_id": job.job_id,
-                "client": client_key(self.limiter.key(job.client_ip)),
+                "client": client_key(self.client(job.client_ip)),
                 "status": record.status,
                 "failure": record.failure,
             },
         )
-        self.limiter.cpu_used(job.client_ip, job.job_id, record.execution_metadata.cpu_seconds)
-        self.limiter.finished(job.client_ip, job.job_id)
+        client = self.client(job.client_ip)
+        self.limiter.cpu_used(client, job.job_id, record.execution_metadata.cpu_seconds)
+        self.limiter.finished(client, job.job_id)
 
     def _own_record(self, job: PoolJob, failure: Failure) -> StatusRecord:
         """A finished record the pool makes (and signs with its own key) when the worker's
@@ -601,7 +624,7 @@ class Pool:
         raise errors.NoWorkerAvailable("no healthy worker in the pool")
 
     def stats(self, client_ip: str) -> Stats:
-        verdict = self.limiter.verdict(client_ip)
+        verdict = self.limiter.verdict(self.client(client_ip))
         limit = self.limits.cpu_seconds
         return Stats(
             Quota(

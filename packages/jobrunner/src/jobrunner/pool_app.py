@@ -49,7 +49,7 @@ def build_pool_app(pool: Pool, trusted: TrustedProxies, max_upload_mb: int = 50)
     metrics = pool.metrics
 
     def pseudonym(connection: HTTPConnection) -> str:
-        return client_key(pool.limiter.key(client_ip(connection, trusted)))
+        return client_key(pool.client(client_ip(connection, trusted)))
 
     on_refusal = refusal_recorder(metrics, pseudonym)
 
@@ -168,7 +168,7 @@ def build_pool_app(pool: Pool, trusted: TrustedProxies, max_upload_mb: int = 50)
         return Response(body, status, media_type="application/json")
 
     async def health(request: Request) -> Response:
-        status = "healthy" if any(w.healthy for w in pool.workers) else "degraded"
+        status = "healthy" if any(w.available for w in pool.workers) else "degraded"
         return JSONResponse(pool.key.health(status, request.query_params.get("challenge")))
 
     async def stream(websocket: WebSocket) -> None:

@@ -1,5 +1,6 @@
-"""Per-client-IP limits: concurrent jobs, accepted submits per rolling hour, CPU seconds per minute,
-and streams (plain and WebSocket logs, downloads) open at once.
+"""Per-client limits (a client: an IPv4 address, an IPv6 network): concurrent jobs, accepted
+submits per rolling hour, CPU seconds per minute, and streams (plain and WebSocket logs, downloads)
+open at once.
 
 One `verdict()` answers both `POST /submit` and `GET /stats`, so they can never disagree.
 CPU use is a ledger of (time, seconds) increments: running jobs report their CPU as they go, and a
@@ -8,8 +9,10 @@ and CPU limits (the moment enough of the window has expired, if nothing else hap
 A concurrency refusal says 1 second: a slot frees whenever a job ends, which cannot be predicted;
 so does a refused stream (one frees whenever a reader leaves).
 
-Every method takes the client's address and counts it under `servekit.rate_key`: an IPv4 address
-as itself, an IPv6 address as its /64 (`Limits.ipv6_prefix`), so the server and the pool agree.
+Every method takes the client's rate key, which the HTTP edge derives from its address
+(`servekit.rate_key` with `Limits.ipv6_prefix`: an IPv4 address as itself, an IPv6 address as its
+/64), so the server and the pool agree; nothing here parses addresses, and the domain layer loads
+no HTTP code.
 """
 
 import contextlib
@@ -20,8 +23,6 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from servekit import rate_key
-
 
 @dataclass(frozen=True)
 class Limits:
@@ -30,11 +31,13 @@ class Limits:
     cpu_seconds: float = 10.0
     cpu_window: float = 60.0
     hour: float = 3600.0
-    ipv6_prefix: int = 64  # IPv6 clients are counted by network: one host holds a whole /64
+    # How the edge keys IPv6 clients (by network: one host holds a whole /64); see the docstring.
+    ipv6_prefix: int = 64
     streams: int = 8  # streams (plain and WebSocket logs, downloads) open at once
 
     def __post_init__(self) -> None:
-        rate_key("::", self.ipv6_prefix)  # refuse a prefix length outside 0..128 at once
+        if not 0 <= self.ipv6_prefix <= 128:  # refused at once, not at the first IPv6 client
+            raise ValueError(f"an IPv6 prefix length is 0 to 128, not {self.ipv6_prefix}")
 
 
 @dataclass(frozen=True)
@@ -63,7 +66,7 @@ class _Client:
 
 @dataclass(frozen=True)
 class Reservation:
-    key: str  # the client's rate key (see `RateLimiter.key`)
+    key: str  # the client's rate key (see the module's docstring)
     at: float
 
 
@@ -98,9 +101,6 @@ class RateLimiter:
         self.clock = clock
         self._clients: dict[str, _Client] = {}
 
-    def key(self, ip: str) -> str:
-        return rate_key(ip, self.limits.ipv6_prefix)
-
     def _client(self, key: str) -> _Client:
         return self._clients.setdefault(key, _Client())
 
@@ -110,9 +110,9 @@ class RateLimiter:
         while client.cpu and now - client.cpu[0][0] >= self.limits.cpu_window - _EPSILON:
             client.cpu.popleft()
 
-    def verdict(self, ip: str) -> Verdict:
+    def verdict(self, key: str) -> Verdict:
         now = self.clock()
-        client = self._clients.get(self.key(ip)) or _Client()
+        client = self._clients.get(key) or _Client()
         self._expire(client, now)
         limits = self.limits
         reasons: list[str] = []
@@ -157,13 +157,12 @@ class RateLimiter:
             limits_hit[0] if limits_hit else "",
         )
 
-    def reserve(self, ip: str) -> Verdict | Reservation:
+    def reserve(self, key: str) -> Verdict | Reservation:
         """Take a slot for a submit being validated, or say why not. Cancel it if it fails."""
-        verdict = self.verdict(ip)
+        verdict = self.verdict(key)
         if not verdict.allowed:
             return verdict
         now = self.clock()
-        key = self.key(ip)
         client = self._client(key)
         client.active += 1
         client.submits.append(now)
@@ -177,15 +176,14 @@ class RateLimiter:
             client.submits.remove(reservation.at)
         self._forget_if_idle(reservation.key)
 
-    def open_stream(self, ip: str) -> Verdict | StreamSlot:
+    def open_stream(self, key: str) -> Verdict | StreamSlot:
         """A slot for one stream (a log, plain or WebSocket, or a download), or why not: at most
         `streams` at once."""
-        key = self.key(ip)
         client = self._client(key)
         if client.streams >= self.limits.streams:
             held = f"{client.streams}/{self.limits.streams}"
             return dataclasses.replace(
-                self.verdict(ip),
+                self.verdict(key),
                 allowed=False,
                 reason=f"Too many streams (logs and downloads): {held} open",
                 retry_after=1,
@@ -194,9 +192,13 @@ class RateLimiter:
         client.streams += 1
         return StreamSlot(self, key)
 
-    def open_streams(self, ip: str) -> int:
-        client = self._clients.get(self.key(ip))
+    def open_streams(self, key: str) -> int:
+        client = self._clients.get(key)
         return client.streams if client else 0
+
+    def streams_open(self) -> int:
+        """Streams open now, of every client."""
+        return sum(client.streams for client in self._clients.values())
 
     def _close_stream(self, key: str) -> None:
         client = self._clients.get(key)
@@ -204,23 +206,22 @@ class RateLimiter:
             client.streams = max(0, client.streams - 1)
             self._forget_if_idle(key)
 
-    def cpu_used(self, ip: str, job_id: str, total: float) -> None:
+    def cpu_used(self, key: str, job_id: str, total: float) -> None:
         """A job's CPU so far (called while it runs and once when it ends)."""
-        client = self._client(self.key(ip))
+        client = self._client(key)
         delta = total - client.running.get(job_id, 0.0)
         client.running[job_id] = max(total, client.running.get(job_id, 0.0))
         if delta > 0:
             client.cpu.append((self.clock(), delta))
 
-    def charge(self, ip: str, seconds: float) -> None:
+    def charge(self, key: str, seconds: float) -> None:
         """CPU the server spent for this client outside its jobs (unpacking its upload, refused or
         not): it counts against the client's CPU quota like a job's, for `cpu_window` seconds."""
         if seconds > 0:
-            self._client(self.key(ip)).cpu.append((self.clock(), seconds))
-            self._forget_if_idle(self.key(ip))
+            self._client(key).cpu.append((self.clock(), seconds))
+            self._forget_if_idle(key)
 
-    def finished(self, ip: str, job_id: str) -> None:
-        key = self.key(ip)
+    def finished(self, key: str, job_id: str) -> None:
         client = self._client(key)
         client.active = max(0, client.active - 1)
         client.running.pop(job_id, None)

@@ -1,6 +1,8 @@
 """Which queued job starts next: each client's fair share of slot time, not first come first served.
 
-Clients are keyed as the rate limits key them (`servekit.rate_key`: an IPv4 address, an IPv6 /64).
+Clients are keyed as the rate limits key them: the HTTP edge derives the key from the client's
+address (`servekit.rate_key`: an IPv4 address, an IPv6 /64) and passes it in; nothing here parses
+addresses, so the domain layer loads no HTTP code.
 The ledger holds, per client, the time its jobs held a slot over the last `window` seconds,
 counted as they run (a running job counts from its start, or from the window's start, to now).
 
@@ -31,8 +33,6 @@ import itertools
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
-
-from servekit import rate_key
 
 WINDOW = 600.0  # twice the longest time limit (300 s): a job at the limit still counts when its
 # owner's next jobs queue, and two such jobs in a row count in full.
@@ -69,7 +69,6 @@ class Scheduler:
         short_job: float = SHORT_JOB,
         reserved: int = 0,
         patience: float = 300.0,
-        ipv6_prefix: int = 64,
         clock: Callable[[], float],
     ) -> None:
         self.window = window
@@ -78,7 +77,6 @@ class Scheduler:
         self.reserved = reserved
         self._long: set[str] = set()  # jobs taken as not short, until they end
         self.patience = patience
-        self.ipv6_prefix = ipv6_prefix
         self.clock = clock
         self._clients: dict[str, _Client] = {}
         self._seq = itertools.count()
@@ -88,15 +86,12 @@ class Scheduler:
         """Jobs queued."""
         return self._queued
 
-    def key(self, client_ip: str) -> str:
-        return rate_key(client_ip, self.ipv6_prefix)
-
     # --- the queue -------------------------------------------------------------------------------
 
-    def add(self, job_id: str, client_ip: str, timeout: float) -> Queued:
-        key = self.key(client_ip)
-        entry = Queued(job_id, key, next(self._seq), timeout <= self.short_job, self.clock())
-        self._clients.setdefault(key, _Client()).queue.append(entry)
+    def add(self, job_id: str, client: str, timeout: float) -> Queued:
+        """Queue a job of `client` (its rate key, as the edge derived it)."""
+        entry = Queued(job_id, client, next(self._seq), timeout <= self.short_job, self.clock())
+        self._clients.setdefault(client, _Client()).queue.append(entry)
         self._queued += 1
         return entry
 
@@ -157,10 +152,10 @@ class Scheduler:
         client.held_total += end - start
         client.longest = max(client.longest, end - start)
 
-    def slot_time(self, client_ip: str) -> float:
+    def slot_time(self, client: str) -> float:
         """Seconds the client's jobs held a slot in the last `window` seconds."""
-        client = self._clients.get(self.key(client_ip))
-        return self._slot_time(client, self.clock()) if client else 0.0
+        held = self._clients.get(client)
+        return self._slot_time(held, self.clock()) if held else 0.0
 
     def sweep(self) -> None:
         """Forget what has left the window, and clients with nothing left."""

@@ -56,14 +56,15 @@ def run_server(config_file: Path | None = None, **overrides: Any) -> None:
     app = build_app(service, TrustedProxies(settings.trusted_proxies), warning)
     listener = Listener(settings.host, settings.port, settings.certfile, settings.keyfile)
     # On SIGTERM the service first drains while the server still answers: submits get 503,
-    # running jobs get `shutdown_grace` and stay readable. Then the listener closes and open
-    # connections get a short drain.
+    # accepted jobs get `shutdown_grace` and stay readable; then it serves the finished ones
+    # until they are collected or deleted (a pool in front must read their records). Then the
+    # listener closes and open connections get a short drain. A second signal skips the waits.
     try:
         serve(
             app,
             listener,
             graceful_timeout=5,
-            before_shutdown=service.drain,
+            before_shutdown=service.shutdown,
             write_timeout=settings.write_timeout,
             on_ready=logformat.announcer(settings.log_format, "listening"),
             side=side_apps(settings.metrics, settings.port, settings.log_format, service.metrics),

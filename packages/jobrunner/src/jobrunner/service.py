@@ -43,7 +43,6 @@ from jobrunner.wire import (
     SubmitResult,
     SystemStats,
 )
-from servekit import descriptors
 
 log = logging.getLogger("jobrunner")
 # Threads besides one per job slot: uploads, hashing, deletion and environment builds.
@@ -61,6 +60,7 @@ STDIN_FILE = "stdin"
 # pool's 30 s for a short upstream request.
 CANCEL_PATIENCE = 20.0
 CANCELLED_NOTE = "the job was cancelled (DELETE /jobs/{id})"
+SHUTDOWN_NOTE = "the job was cancelled: the server shut down and its grace of {grace:g} s was over"
 
 
 def _shown(name: str) -> str:
@@ -146,7 +146,6 @@ class JobService:
             slots=settings.concurrency,
             reserved=settings.reserved,
             patience=settings.max_timeout,
-            ipv6_prefix=settings.rate_ipv6_prefix,
             clock=clock,
         )
         self._queue_changed = asyncio.Condition()
@@ -208,33 +207,85 @@ class JobService:
         self.jobs_dir.mkdir(mode=0o711, exist_ok=True)
         self.environments.prepare()
 
+    async def shutdown(self) -> None:
+        """What SIGTERM does (`server.py`): drain, then hand the finished jobs over."""
+        await self.drain()
+        await self.hand_over()
+
     async def drain(self) -> None:
-        """Stop accepting (submit answers 503) and give running jobs the grace period, while
-        their status and log stay readable. Queued jobs are lost."""
+        """Stop accepting (submit answers 503, `GET /health` says `draining`) and give the jobs
+        already accepted, queued ones included, the grace period to finish while their status
+        and log stay readable. Those unfinished when it is over are stopped: `failed`, `failure:
+        cancelled`, signed, their log saying why, so that every job accepted has a final record
+        to collect (a pool in front of this server reports it instead of `worker_lost`)."""
         if self.accepting:
+            unfinished = self._unfinished()
             log.info(
-                "draining: new jobs are refused (503), %d queued job(s) dropped, %d running "
-                "get up to %g s",
-                len(self.queue),
+                "draining: new jobs are refused (503), %d queued and %d running job(s) get up "
+                "to %g s",
+                sum(1 for job in unfinished if job.state == "queued"),
                 self.running,
                 self.settings.shutdown_grace,
                 extra={"event": "server.draining"},
             )
         self.accepting = False
-        self.queue.clear()
         deadline = self.clock() + self.settings.shutdown_grace
         async with self._queue_changed:
-            while self.running and (left := deadline - self.clock()) > 0:
+            while self._unfinished() and (left := deadline - self.clock()) > 0:
+                # Woken when a job ends; a second at most (a cancel or a failed build ends a
+                # queued job without a notification).
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._queue_changed.wait(), left)
-        if self.running:
-            log.info("drained: the grace is over, %d running job(s) are stopped", self.running)
+                    await asyncio.wait_for(self._queue_changed.wait(), min(left, 1.0))
+        if unfinished := self._unfinished():
+            log.info(
+                "drained: the grace is over, %d unfinished job(s) are stopped (cancelled)",
+                len(unfinished),
+            )
+            note = SHUTDOWN_NOTE.format(grace=self.settings.shutdown_grace)
+            await asyncio.gather(*(self._stop(job, note) for job in unfinished))
         else:
             log.info("drained: no job is running")
 
+    async def hand_over(self) -> None:
+        """After the drain: keep serving finished jobs until each was collected (its final
+        record read, by `GET /status`, a long poll or a cancel's answer, and every output
+        downloaded) or deleted (`retention`, `delete_after_download`), and no log or download
+        is still being sent. A job finished before this began is deleted within `retention`, so
+        that bounds the wait. Then the server may exit: a pool has the records, the clients
+        their files."""
+        deadline = self.clock() + self.settings.retention
+        if not self._handing_over():
+            return
+        log.info(
+            "handing over: %d finished job(s) not yet collected (status read in a final state, "
+            "every output downloaded); serving them until they are, or deleted (at most %g s; "
+            "a second SIGTERM stops at once)",
+            len(self._uncollected()),
+            self.settings.retention,
+            extra={"event": "server.handing_over"},
+        )
+        while self._handing_over() and self.clock() < deadline:
+            await asyncio.sleep(0.2)  # reads, downloads and deletions come from other tasks
+        log.info(
+            "handed over: %d finished job(s) left uncollected",
+            len(self._uncollected()),
+            extra={"event": "server.handed_over"},
+        )
+
+    def _unfinished(self) -> list[Job]:
+        return [job for job in self.jobs.values() if not job.finished]
+
+    def _uncollected(self) -> list[Job]:
+        return [job for job in self.jobs.values() if job.finished and not job.collected]
+
+    def _handing_over(self) -> bool:
+        return bool(self._uncollected()) or self.limiter.streams_open() > 0
+
     async def stop(self) -> None:
-        """Drain (if that has not happened yet), then cancel what is left."""
-        await self.drain()
+        """Drain (unless a drain has begun: one cancelled by a second signal means at once),
+        then cancel what is left."""
+        if self.accepting:
+            await self.drain()
         for task in [*self._tasks, *self._waiting]:
             task.cancel()
         await asyncio.gather(*self._tasks, *self._waiting, return_exceptions=True)
@@ -242,15 +293,14 @@ class JobService:
 
     # --- submit ----------------------------------------------------------------------------------
 
-    def admit(self, client_ip: str) -> Reservation:
-        """A slot for one submission, taken before its body is read: a client over its limits
-        is refused at once instead of after uploading. `cancel` it if the upload fails."""
+    def admit(self, client: str) -> Reservation:
+        """A slot for one submission of `client` (its rate key: the edge derives it from the
+        address), taken before its body is read: a client over its limits is refused at once
+        instead of after uploading. `cancel` it if the upload fails."""
         if not self.accepting:
             raise errors.shutting_down()
-        if descriptors.running_low():
-            raise errors.short_of_files()
         self._check_queue_room()
-        reservation = self.limiter.reserve(client_ip)
+        reservation = self.limiter.reserve(client)
         if not isinstance(reservation, Reservation):
             raise errors.rate_limited(reservation)
         return reservation
@@ -264,7 +314,7 @@ class JobService:
 
     async def submit(
         self,
-        client_ip: str,
+        client: str,
         manifest_text: str,
         parts: list[uploads.UploadPart],
         reservation: Reservation | None = None,
@@ -276,7 +326,7 @@ class JobService:
         from now): the front end passes the one it gave the reading of the body, so reading and
         unpacking together take at most `upload_timeout`."""
         if reservation is None:
-            reservation = self.admit(client_ip)
+            reservation = self.admit(client)
         elif not self.accepting:
             self.limiter.cancel(reservation)
             raise errors.shutting_down()
@@ -284,7 +334,7 @@ class JobService:
         try:
             if deadline is None:
                 deadline = time.monotonic() + self.settings.upload_timeout
-            job = await self._accept(client_ip, manifest_text, parts, job_dir, deadline)
+            job = await self._accept(client, manifest_text, parts, job_dir, deadline)
             self._check_queue_room()  # uploads admitted together may have filled it meanwhile
         except BaseException:
             self.limiter.cancel(reservation)
@@ -293,7 +343,7 @@ class JobService:
         self.jobs[job.id] = job
         job.queued_at = self.clock()
         async with self._queue_changed:
-            self.queue.add(job.id, client_ip, job.manifest.timeout)
+            self.queue.add(job.id, client, job.manifest.timeout)
             self._queue_changed.notify_all()  # a worker may start it now, or none may yet
         self.metrics.accepted.inc()
         log.info("job %s accepted", job.id, extra=self._facts(job, event="job.accepted"))
@@ -305,7 +355,7 @@ class JobService:
 
     async def _accept(
         self,
-        client_ip: str,
+        client: str,
         manifest_text: str,
         parts: list[uploads.UploadPart],
         job_dir: Path,
@@ -344,7 +394,7 @@ class JobService:
                 f"the upload was not received and unpacked within {s.upload_timeout:g} s"
             ) from None
         finally:
-            self.limiter.charge(client_ip, spent[0])
+            self.limiter.charge(client, spent[0])
         inputs = {item.path: item.sha256 for item in budget.files}
         if parsed.entrypoint not in inputs:
             raise errors.invalid_manifest(
@@ -352,7 +402,7 @@ class JobService:
             )
         return Job(
             id=job_dir.name,
-            client_ip=client_ip,
+            client=client,
             # Hashed with its stdin; held without it (up to 1 MiB, in the job dir till it runs).
             manifest=msgspec.structs.replace(parsed, stdin=""),
             inputs=budget.files,
@@ -466,7 +516,7 @@ class JobService:
             result = await self.runner.run(
                 spec,
                 job.log.append,
-                on_cpu=lambda cpu: self.limiter.cpu_used(job.client_ip, job.id, cpu),
+                on_cpu=lambda cpu: self.limiter.cpu_used(job.client, job.id, cpu),
                 stop=job.cancelled,
             )
             job.exit_code, job.failure = result.exit_code, result.failure
@@ -476,7 +526,7 @@ class JobService:
             if job.cancelled.is_set():
                 # Whatever the jail was doing when the cancel came (even finishing): a cancelled
                 # job has no results, only what it used.
-                job.failure, note = "cancelled", CANCELLED_NOTE
+                job.failure, note = "cancelled", job.cancel_note or CANCELLED_NOTE
             else:
                 note = self._keep_outputs(job, result) or note
         except EnvironmentUnavailable as error:
@@ -549,8 +599,8 @@ class JobService:
     def _release(self, job: Job) -> None:
         if not job.released:
             job.released = True
-            self.limiter.cpu_used(job.client_ip, job.id, job.cpu_seconds)
-            self.limiter.finished(job.client_ip, job.id)
+            self.limiter.cpu_used(job.client, job.id, job.cpu_seconds)
+            self.limiter.finished(job.client, job.id)
 
     def _finish(self, job: Job, started: float, note: str | None) -> None:
         self._release(job)
@@ -583,7 +633,7 @@ class JobService:
         return {
             "event": event,
             "job_id": job.id,
-            "client": client_key(self.limiter.key(job.client_ip)),
+            "client": client_key(job.client),
             "status": job.state,
             "failure": job.failure,
         }
@@ -599,17 +649,23 @@ class JobService:
         job = self.find(job_id)
         if job.finished:
             raise errors.job_finished(job.id, job.state, job.failure)
+        await self._stop(job, CANCELLED_NOTE)
+        return self._read(job)
+
+    async def _stop(self, job: Job, note: str) -> None:
+        """Cancel an unfinished job, `note` its log's last line: a queued one never runs, a
+        running one's jail is killed and waited for (at most CANCEL_PATIENCE)."""
+        job.cancel_note = note
         job.cancelled.set()
         if job.state == "queued":
             with contextlib.suppress(ValueError):  # absent: waiting for its environment
                 self.queue.remove(job.id)
             job.failure = "cancelled"
-            self._finish(job, self.clock(), CANCELLED_NOTE)
+            self._finish(job, self.clock(), note)
         else:
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(CANCEL_PATIENCE):
                     await job.done.wait()
-        return self._record(job)
 
     async def wait(self, job_id: str, seconds: float) -> StatusRecord:
         """The job's record once it has finished, or after `seconds` as it is then. A waiter
@@ -619,7 +675,7 @@ class JobService:
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(seconds):
                     await job.done.wait()
-        return self._record(job)
+        return self._read(job)
 
     # --- reading ---------------------------------------------------------------------------------
 
@@ -632,6 +688,13 @@ class JobService:
     def _record(self, job: Job) -> StatusRecord:
         return job.record(self.key.worker_id, self._position(job))
 
+    def _read(self, job: Job) -> StatusRecord:
+        """The record as a client (or a pool) reads it: once final, the job's result has been
+        collected as far as the record goes (see `hand_over`)."""
+        if job.finished:
+            job.record_read = True
+        return self._record(job)
+
     def _position(self, job: Job) -> int | None:
         """1 for the next job to start, 2 for the one after it, ... (`Scheduler.order`: as of
         now); 0 while it waits for its environment or is being picked up; None once it runs."""
@@ -640,19 +703,17 @@ class JobService:
         ahead = self.queue.position(job.id)
         return 0 if ahead is None else ahead + 1
 
-    def open_stream(self, client_ip: str) -> StreamSlot:
+    def open_stream(self, client: str) -> StreamSlot:
         """A slot for one stream of this client (a log, plain or WebSocket, or a download), or
-        429 when it has `rate_streams` open already (503 while the server is short of open
-        files). Close it when the stream ends."""
-        if descriptors.running_low():
-            raise errors.short_of_files()
-        slot = self.limiter.open_stream(client_ip)
+        429 when it has `rate_streams` open already. Close it when the stream ends. (The edge
+        refuses streams with 503 while the process is short of open files.)"""
+        slot = self.limiter.open_stream(client)
         if not isinstance(slot, StreamSlot):
             raise errors.rate_limited(slot)
         return slot
 
     def status(self, job_id: str) -> StatusRecord:
-        return self._record(self.find(job_id))
+        return self._read(self.find(job_id))
 
     def outputs(self, job_id: str) -> OutputListing:
         job = self.find(job_id)
@@ -668,8 +729,8 @@ class JobService:
         media_type = mimetypes.guess_type(path)[0] or "application/octet-stream"
         return Download(job.directory / "outputs" / path, path.rpartition("/")[2], media_type)
 
-    def stats(self, client_ip: str) -> Stats:
-        verdict = self.limiter.verdict(client_ip)
+    def stats(self, client: str) -> Stats:
+        verdict = self.limiter.verdict(client)
         limit = self.settings.rate_cpu_seconds
         quota = Quota(
             used=verdict.cpu_used,
@@ -696,8 +757,9 @@ class JobService:
             "job runs in an nsjail sandbox and its status, log and outputs are served here.",
             privacy=f"No accounts. Jobs and their files are deleted {s.delete_after_download:g} s "
             f"after every output has been downloaded, and at the latest "
-            f"{s.retention:g} s after they finish. The queue lives in memory: jobs still "
-            "queued when the server stops are lost. Client IP addresses are kept in memory "
+            f"{s.retention:g} s after they finish. The queue lives in memory: a server that "
+            f"stops runs the jobs it accepted for up to {s.shutdown_grace:g} s and cancels "
+            "those still unfinished then. Client IP addresses are kept in memory "
             "only as long as the rate-limit windows need them.",
             limits=f"per IP: {s.rate_cpu_seconds:g} CPU-seconds per {s.rate_cpu_window:g} s, "
             f"{s.rate_concurrent} concurrent jobs, {s.rate_per_hour} jobs per hour, "
@@ -709,7 +771,10 @@ class JobService:
         )
 
     def health(self, challenge: str | None) -> Health:
-        return self.key.health("healthy", challenge)
+        """`healthy`, or `draining` once shutting down: it takes no new job, and a pool or a
+        load balancer sends it none (the edge answers 503 then) while it finishes and hands
+        over the ones it has."""
+        return self.key.health("healthy" if self.accepting else "draining", challenge)
 
     # --- deletion --------------------------------------------------------------------------------
 

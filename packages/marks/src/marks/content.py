@@ -2,8 +2,9 @@
 
 `refresh` fetches with the shared client rules (`webclient`), at most `MAX_BYTES` per page, and
 asks again with `If-None-Match` / `If-Modified-Since` so unchanged pages are not downloaded twice.
-The original is stored zlib-compressed, the text goes into `page_content.text`, which the full-text
-index includes (schema 3). Empty titles and descriptions of the bookmark are filled from the page.
+The original is kept once in the page store (`marks.pagestore`, shared with snapshots), the text
+goes into `page_content.text`, which the full-text index includes (schema 3). Empty titles and
+descriptions of the bookmark are filled from the page.
 A failed fetch never erases what was stored before.
 
 Extractors are plain callables `Page -> Extracted | None`, asked in order before the built-in ones:
@@ -12,7 +13,6 @@ the seam through which `content_extractor` plugins take part.
 
 import asyncio
 import time
-import zlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 import aiohttp
 import apsw
 
-from marks import clock, extract, webclient, worklist
+from marks import clock, extract, pagestore, webclient, worklist
 from marks.health import Options
 from marks.library import Invalid, Library, NotFound
 from marks.wire import PageContent
@@ -43,7 +43,7 @@ class RefreshSummary:
 
 
 @dataclass
-class _Fetched:
+class Fetched:
     status: int | None = None
     final_url: str = ""
     content_type: str = ""
@@ -97,20 +97,30 @@ class Content:
     def view(self, bookmark_id: int, raw: bool = False) -> str:
         self.library.get(bookmark_id)
         row = self.store.one(
-            "SELECT text, original, kind, error FROM page_content WHERE bookmark_id = ?",
+            "SELECT text, blob, kind, error FROM page_content WHERE bookmark_id = ?",
             (bookmark_id,),
         )
         if row is None:
             raise NotFound(f"no content stored for bookmark {bookmark_id} (content refresh)")
-        text, original, kind, error = row
-        if original is None:
+        text, blob, kind, error = row
+        body = None if blob is None else pagestore.get(self.store, blob)
+        if body is None:
             raise NotFound(f"no page stored for bookmark {bookmark_id}: {error or kind}")
         if not raw:
             return text
-        body = zlib.decompress(original)
         if kind == "pdf":
             raise Invalid(f"bookmark {bookmark_id} is a PDF: --raw shows only text pages")
         return extract.decode(body, None)
+
+    def original(self, bookmark_id: int) -> tuple[str, str, bytes] | None:
+        """The stored page as fetched: (final URL, content type, body), or None."""
+        row = self.store.one(
+            "SELECT url, content_type, blob FROM page_content WHERE bookmark_id = ? "
+            "AND blob IS NOT NULL",
+            (bookmark_id,),
+        )
+        body = None if row is None else pagestore.get(self.store, row[2])
+        return None if row is None or body is None else (row[0], row[1], body)
 
     def text(self, bookmark_id: int) -> str:
         """The stored page text of a bookmark ("" when none is stored)."""
@@ -192,8 +202,8 @@ class Content:
         summary.planned = self.store.value("SELECT count(*) FROM temp.content_plan")
         started = time.monotonic()
 
-        def finished(item: tuple[int, str], fetched: _Fetched) -> None:
-            result = self._keep(item[0], item[1], fetched)
+        def finished(item: tuple[int, str], fetched: Fetched) -> None:
+            result = self.keep(item[0], item[1], fetched)
             summary.add(result)
             on_result(result)
 
@@ -206,19 +216,19 @@ class Content:
         return summary
 
     async def _fetch_all(
-        self, force: bool, finished: Callable[[tuple[int, str], _Fetched], None]
+        self, force: bool, finished: Callable[[tuple[int, str], Fetched], None]
     ) -> None:
         settings = webclient.ClientSettings(
             self.options.concurrency, self.options.per_host, self.options.timeout
         )
-        scheduler: webclient.Scheduler[tuple[int, str], _Fetched] = webclient.Scheduler(
+        scheduler: webclient.Scheduler[tuple[int, str], Fetched] = webclient.Scheduler(
             settings.concurrency, settings.per_host
         )
         async with webclient.session(settings) as session:
 
-            async def work(item: tuple[int, str]) -> _Fetched:
+            async def work(item: tuple[int, str]) -> Fetched:
                 validators = None if force else self._validators(item[0])
-                return await _fetch(session, item[1], validators)
+                return await fetch_page(session, item[1], validators)
 
             await scheduler.run(
                 worklist.rows(self.store, "temp.content_plan"),
@@ -230,7 +240,7 @@ class Content:
     def _validators(self, bookmark_id: int) -> tuple[str | None, str | None] | None:
         row = self.store.one(
             "SELECT etag, last_modified FROM page_content WHERE bookmark_id = ? "
-            "AND original IS NOT NULL",
+            "AND blob IS NOT NULL",
             (bookmark_id,),
         )
         return None if row is None else (row[0], row[1])
@@ -245,7 +255,8 @@ class Content:
         built_in = extract.BUILT_IN.get(extract.kind_of(page.content_type, page.url))
         return built_in(page) if built_in is not None else None
 
-    def _keep(self, bookmark_id: int, url: str, fetched: _Fetched) -> PageContent:
+    def keep(self, bookmark_id: int, url: str, fetched: Fetched) -> PageContent:
+        """Store what a fetch found (the one place page bodies and text are kept)."""
         now = clock.to_text(self.library.now())
         result = PageContent(id=bookmark_id, url=url, outcome="failed", status=fetched.status)
         if fetched.not_modified:
@@ -289,13 +300,13 @@ class Content:
         with self.store.transaction():
             self.store.execute(
                 "INSERT INTO page_content (bookmark_id, fetched_at, changed_at, url, status, kind, "
-                "content_type, etag, last_modified, size, original, text, title, description, "
+                "content_type, etag, last_modified, size, blob, text, title, description, "
                 "error) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
                 "ON CONFLICT (bookmark_id) DO UPDATE SET fetched_at = excluded.fetched_at, "
                 "changed_at = excluded.changed_at, url = excluded.url, status = excluded.status, "
                 "kind = excluded.kind, content_type = excluded.content_type, "
                 "etag = excluded.etag, last_modified = excluded.last_modified, "
-                "size = excluded.size, original = excluded.original, text = excluded.text, "
+                "size = excluded.size, blob = excluded.blob, text = excluded.text, "
                 "title = excluded.title, description = excluded.description, error = ''",
                 (
                     bookmark_id,
@@ -308,7 +319,7 @@ class Content:
                     fetched.etag,
                     fetched.last_modified,
                     len(fetched.body),
-                    zlib.compress(fetched.body, 6),
+                    pagestore.put(self.store, fetched.body),
                     found.text,
                     found.title,
                     found.description,
@@ -328,16 +339,20 @@ class Content:
         return result
 
 
-async def _fetch(
-    session: aiohttp.ClientSession, url: str, validators: tuple[str | None, str | None] | None
-) -> _Fetched:
+async def fetch_page(
+    session: aiohttp.ClientSession,
+    url: str,
+    validators: tuple[str | None, str | None] | None,
+    limit: int = MAX_BYTES,
+) -> Fetched:
+    """GET one page or resource under the shared client rules: at most `limit` bytes."""
     headers = {}
     if validators is not None:
         if validators[0]:
             headers["If-None-Match"] = validators[0]
         if validators[1]:
             headers["If-Modified-Since"] = validators[1]
-    fetched = _Fetched(final_url=url)
+    fetched = Fetched(final_url=url)
     try:
         async with session.get(url, headers=headers, max_redirects=webclient.MAX_REDIRECTS) as r:
             fetched.status, fetched.final_url = r.status, str(r.url)
@@ -351,10 +366,10 @@ async def _fetch(
             fetched.charset = r.charset
             fetched.etag = r.headers.get("ETag")
             fetched.last_modified = r.headers.get("Last-Modified")
-            if (r.content_length or 0) > MAX_BYTES:
+            if (r.content_length or 0) > limit:
                 fetched.too_large = True
                 return fetched
-            fetched.body, fetched.too_large = await webclient.read_capped(r, MAX_BYTES)
+            fetched.body, fetched.too_large = await webclient.read_capped(r, limit)
             if fetched.too_large:
                 fetched.body = b""
     except (TimeoutError, aiohttp.ServerTimeoutError):

@@ -57,16 +57,33 @@ class Summary:
     not_http: int = 0
     by_result: dict[str, int] = field(default_factory=dict)
     unconfirmed: list[int] = field(default_factory=list)  # failing, not yet confirmed
+    failed_again: list[int] = field(default_factory=list)  # of those, failing on earlier checks too
+    # The latest start of a run of failures among the unconfirmed (first failures; failed again):
+    # a check `confirm_hours` after it can confirm them all.
+    first_failing_since: dt.datetime | None = None
+    again_failing_since: dt.datetime | None = None
     confirmed: list[int] = field(default_factory=list)
     hosts_down: dict[str, int] = field(default_factory=dict)  # host -> links not tried
     seconds: float = 0.0
     interrupted: bool = False
 
-    def add(self, check: HealthCheck) -> None:
+    def add(self, check: HealthCheck, again: bool = False) -> None:
+        """Count a result; `again`: a failure after an earlier failure of the same run."""
         self.checked += 1
         self.by_result[check.result] = self.by_result.get(check.result, 0) + 1
-        if not check.reachable:
-            (self.confirmed if check.confirmed else self.unconfirmed).append(check.id)
+        if check.reachable:
+            return
+        if check.confirmed:
+            self.confirmed.append(check.id)
+            return
+        self.unconfirmed.append(check.id)
+        since = check.failing_since or check.checked_at
+        if again:
+            self.failed_again.append(check.id)
+            if since is not None:
+                self.again_failing_since = max(since, self.again_failing_since or since)
+        elif since is not None:
+            self.first_failing_since = max(since, self.first_failing_since or since)
 
 
 def options_from_config(config: dict[str, Any], **overrides: float | None) -> Options:
@@ -233,8 +250,8 @@ class Health:
         gate = linkcheck.HostGate()
 
         def finished(item: tuple[int, str], verdict: linkcheck.Verdict) -> None:
-            check = self._judge(item[0], item[1], verdict)
-            summary.add(check)
+            check, again = self._judge(item[0], item[1], verdict)
+            summary.add(check, again)
             if not dry_run:
                 pending.append(check)
                 if len(pending) >= FLUSH_EVERY:
@@ -283,18 +300,23 @@ class Health:
                 finished,
             )
 
-    def _judge(self, bookmark_id: int, url: str, verdict: linkcheck.Verdict) -> HealthCheck:
+    def _judge(
+        self, bookmark_id: int, url: str, verdict: linkcheck.Verdict
+    ) -> tuple[HealthCheck, bool]:
+        """The check's result, and whether it is a failure after an earlier one (of this run)."""
         now = self.library.now()
         since = None
+        again = False
         if not verdict.reachable:
             previous = self.store.one(
                 "SELECT reachable, failing_since FROM health_checks WHERE bookmark_id = ? "
                 "ORDER BY id DESC LIMIT 1",
                 (bookmark_id,),
             )
-            earlier = previous[1] if previous is not None and not previous[0] else None
+            again = previous is not None and not previous[0]
+            earlier = previous[1] if previous is not None and again else None
             since = clock.from_text(earlier) if earlier else now
-        return HealthCheck(
+        check = HealthCheck(
             id=bookmark_id,
             url=url,
             result=verdict.result,
@@ -308,6 +330,7 @@ class Health:
             failing_since=since,
             confirmed=self._confirmed(verdict.reachable, now, since),
         )
+        return check, again
 
     def _store(self, pending: list[HealthCheck]) -> None:
         if not pending:

@@ -21,7 +21,7 @@ from typing import IO, TYPE_CHECKING
 
 import msgspec
 
-from marks import clock, tagnames, urls
+from marks import clock, journal, tagnames, urls
 from marks.wire import Bookmark, ImportReport
 
 if TYPE_CHECKING:
@@ -135,7 +135,7 @@ class Importer:
         self.tag_cache: dict[str, tuple[str | None, str | None]] = {}
         self.tags_cache: dict[tuple[str, ...], tuple[list[str], list[str]]] = {}
         self.tag_ids: dict[str, int] = {}  # by exact spelling, before the library's own cache
-        self.first_new = (self.store.value("SELECT max(id) FROM bookmarks") or 0) + 1
+        self.first_new = journal.next_id(self.store)  # past the trash's ids too
         self.next_id = self.first_new
         # The full-text indexes this import keeps: none without FTS5 (see `marks.store`).
         self.indexes = INDEXES if self.store.full_text() else {}

@@ -4,11 +4,12 @@ Front ends (CLI, shell, REST server) call this and nothing below it. Errors are 
 subclasses whose message is one line a person can act on.
 """
 
+import contextlib
 import datetime as dt
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
-from marks import clock, formats, limits, search, tagnames, urls
+from marks import clock, formats, journal, limits, search, tagnames, urls
 from marks.exceptions import Duplicate, Invalid, MarksError, NotFound
 from marks.rows import COLUMNS
 from marks.rows import to_bookmark as row_to_bookmark
@@ -59,11 +60,43 @@ class Library:
         store: Store,
         now: Callable[[], dt.datetime] = clock.now,
         plugins: "Plugins | None" = None,
+        trash_days: int = journal.TRASH_DAYS,
     ) -> None:
         self.store = store
         self.now = now
         self.plugins = plugins  # marks.plugins.Plugins; None: no plugin is ever called
+        self.trash_days = trash_days  # config `trash_days`: deleted bookmarks kept this long
         self._tag_ids: dict[str, int] = {}
+        self._step: int | None = None  # the undo step the running change records into
+
+    # --- the undo journal ------------------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def undoable(self, action: str) -> Iterator[int]:
+        """One destructive change: a transaction and an undo step recorded in it (the change
+        says what it did with `journal.describe`). Nested changes join the outer step."""
+        if self._step is not None:
+            yield self._step
+            return
+        with self.store.transaction():
+            self._step = journal.begin(self.store, action, self.now())
+            try:
+                yield self._step
+            finally:
+                self._step = None
+
+    def before(self, ids: Iterable[int], fields: Sequence[str] = (), tags: bool = True) -> None:
+        """Keep what the running change is about to overwrite on these bookmarks."""
+        assert self._step is not None, "inside undoable()"
+        journal.save(self.store, self._step, ids, fields, tags)
+
+    def said(self, summary: str) -> None:
+        if self._step is not None:
+            journal.describe(self.store, self._step, summary)
+
+    def purge_trash(self) -> int:
+        """Forget what has been in the trash longer than `trash_days` (cheap when nothing has)."""
+        return journal.purge(self.store, self.now() - dt.timedelta(days=self.trash_days))
 
     # --- reading ---------------------------------------------------------------------------------
 
@@ -242,10 +275,11 @@ class Library:
 
     def _insert(self, record: Record, tags: list[str], key: str, domain: str) -> int:
         self.store.execute(
-            "INSERT INTO bookmarks (url, url_key, title, description, tags, domain, starred, "
+            "INSERT INTO bookmarks (id, url, url_key, title, description, tags, domain, starred, "
             "archived, added, last_visited, visit_count, reachable, last_checked, check_result) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (
+                journal.next_id(self.store),  # never an id the trash will want back
                 record.url,
                 key,
                 record.title.strip(),
@@ -306,14 +340,25 @@ class Library:
             for name in ("starred", "archived"):
                 if name in changes:
                     columns[name] = int(bool(changes[name]))
-            if columns:
-                assignments = ", ".join(f"{name} = ?" for name in columns)
-                self.store.execute(
-                    f"UPDATE bookmarks SET {assignments} WHERE id = ?",
-                    (*columns.values(), bookmark_id),
-                )
-            if "tags" in changes:
-                self._set_tags(current.id, _clean_tags(changes["tags"]))
+            new_tags = _clean_tags(changes["tags"]) if "tags" in changes else None
+            lost = [  # text a change overwrites: undo puts it back (a star is one click back)
+                name
+                for name in ("url", "title", "description")
+                if name in columns and columns[name] != getattr(current, name)
+            ] + (["tags"] if new_tags is not None and new_tags != current.tags else [])
+            with self.undoable("update") if lost else contextlib.nullcontext():
+                if lost:
+                    fields = [*columns, *(["url_key", "domain"] if "url" in columns else [])]
+                    self.before([bookmark_id], sorted(set(fields)), tags="tags" in lost)
+                    self.said(f"changed the {', '.join(lost)} of bookmark {bookmark_id}")
+                if columns:
+                    assignments = ", ".join(f"{name} = ?" for name in columns)
+                    self.store.execute(
+                        f"UPDATE bookmarks SET {assignments} WHERE id = ?",
+                        (*columns.values(), bookmark_id),
+                    )
+                if new_tags is not None:
+                    self._set_tags(current.id, new_tags)
         updated = self.get(bookmark_id)
         self._fire("on_bookmark_updated", updated)
         return updated
@@ -324,11 +369,18 @@ class Library:
         self._drop_orphan_tags()
 
     def delete(self, ids: Iterable[int]) -> int:
-        ids = list(ids)
+        """Move bookmarks to the trash with everything that hangs on them (`marks undo` or
+        `trash restore` brings them back; `trash_days` later they are gone)."""
+        ids = list(dict.fromkeys(ids))
         with self.store.transaction():
-            gone = [self.get(bookmark_id) for bookmark_id in ids]  # all exist, or none goes
-            self.store.db.executemany("DELETE FROM bookmarks WHERE id = ?", [(i,) for i in ids])
-            self._drop_orphan_tags()
+            self.purge_trash()  # before the step begins: a purge forgets steps with no rows
+            with self.undoable("delete") as step:
+                gone = self.get_many(ids)  # all exist, or none goes
+                journal.move(self.store, ids, self.now(), step)
+                self._drop_orphan_tags()
+                names = ", ".join(f"{b.id} ({b.title or b.url})" for b in gone[:3])
+                more = f" and {len(gone) - 3} more" if len(gone) > 3 else ""
+                self.said(f"deleted {len(gone)} bookmark(s): {names}{more}")
         for bookmark in gone:
             self._fire("on_bookmark_deleted", bookmark)
         return len(ids)
@@ -343,6 +395,11 @@ class Library:
         return self.get(bookmark_id)
 
     # --- tags ------------------------------------------------------------------------------------
+
+    def tags_changed(self) -> None:
+        """Tags came back or went below the library (a restore, an undo): orphans go, and the
+        cached tag ids are forgotten."""
+        self._drop_orphan_tags()
 
     def _drop_orphan_tags(self) -> None:
         self.store.execute("DELETE FROM tags WHERE id NOT IN (SELECT tag_id FROM bookmark_tags)")
@@ -416,7 +473,8 @@ class Library:
         """Add a tag to bookmarks; returns how many did not have it yet."""
         (name,) = _clean_tags([tag])
         ids = list(ids)
-        with self.store.transaction():
+        with self.undoable("tag add"):
+            self.before(ids)
             tag_id = self._tag_id(name)
             added = 0
             for bookmark_id in ids:
@@ -425,15 +483,17 @@ class Library:
                     (bookmark_id, tag_id),
                 )
                 added += self.store.db.changes()
+            self.said(f"added tag {name!r} to {added} bookmark(s)")
         return added
 
     def tag_remove(self, tag: str, ids: Iterable[int]) -> int:
         (name,) = _clean_tags([tag])
         ids = list(ids)
-        with self.store.transaction():
+        with self.undoable("tag remove"):
             tag_id = self.store.value("SELECT id FROM tags WHERE key = ?", (tagnames.key(name),))
             if tag_id is None:
                 raise NotFound(f"no tag {name!r}")
+            self.before(ids)
             removed = 0
             for bookmark_id in ids:
                 self.store.execute(
@@ -442,6 +502,7 @@ class Library:
                 )
                 removed += self.store.db.changes()
             self._drop_orphan_tags()
+            self.said(f"removed tag {name!r} from {removed} bookmark(s)")
         return removed
 
     def rename_preview(self, old: str, new: str) -> tuple[str, str, int]:
@@ -461,7 +522,14 @@ class Library:
     def tag_rename(self, old: str, new: str) -> int:
         """Rename a tag and its descendants, merging into tags that already exist."""
         old_name, new_name, affected = self.rename_preview(old, new)
-        with self.store.transaction():
+        with self.undoable("tag rename"):
+            self.before(self._tagged(old_name))
+            merged = self.store.value(
+                "SELECT 1 FROM tags WHERE key = ? AND key != ?",
+                (tagnames.key(new_name), tagnames.key(old_name)),
+            )
+            verb = "merged tag {!r} into {!r}" if merged else "renamed tag {!r} to {!r}"
+            self.said(verb.format(old_name, new_name) + f" on {affected} bookmark(s)")
             rows = self.store.execute(
                 "SELECT id, name FROM tags WHERE key = ? OR key LIKE ? ESCAPE '\\'",
                 search.tag_bindings(old_name),
@@ -490,25 +558,29 @@ class Library:
         """Add and remove tags on many bookmarks in one transaction (every id must exist);
         returns how many tag links changed. Removing a tag no bookmark has changes nothing."""
         add, remove = _clean_tags(add), _clean_tags(remove)
-        with self.store.transaction():
+        with self.undoable("bulk tags"):
             chosen = self.select_ids(ids=ids)
+            self.before(chosen)
             changed = sum(self.tag_add(name, chosen) for name in add)
             for name in remove:
                 if self.store.value("SELECT 1 FROM tags WHERE name = ?", (name,)):
                     changed += self.tag_remove(name, chosen)
+            self.said(f"changed {changed} tag(s) on {len(chosen)} bookmark(s)")
         return changed
 
     def tag_delete(self, tag: str) -> int:
         """Remove a tag and its descendants from every bookmark (the bookmarks stay);
         returns how many bookmarks lost a tag."""
         (name,) = _clean_tags([tag])
-        with self.store.transaction():
+        with self.undoable("tag delete"):
             affected = self.store.value(
                 f"SELECT count(*) FROM bookmarks WHERE {search.tag_clause()}",
                 search.tag_bindings(name),
             )
             if not affected:
                 raise NotFound(f"no bookmark has tag {name!r}")
+            self.before(self._tagged(name))
+            self.said(f"deleted tag {name!r} from {affected} bookmark(s)")
             self.store.execute(
                 "DELETE FROM bookmark_tags WHERE tag_id IN "
                 "(SELECT id FROM tags WHERE name = ? OR name LIKE ? ESCAPE '\\')",
@@ -516,6 +588,15 @@ class Library:
             )
             self._drop_orphan_tags()
         return affected
+
+    def _tagged(self, name: str) -> list[int]:
+        """Bookmarks with a tag or one of its descendants."""
+        return [
+            bookmark_id
+            for (bookmark_id,) in self.store.execute(
+                f"SELECT id FROM bookmarks WHERE {search.tag_clause()}", search.tag_bindings(name)
+            )
+        ]
 
     # --- import and export -----------------------------------------------------------------------
 

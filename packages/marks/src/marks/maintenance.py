@@ -1,13 +1,26 @@
 """Looking after the database: facts about it, near-duplicate merging, the search index."""
 
+import os
+import tempfile
+from pathlib import Path
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import apsw
 
-from marks import schema, urls
-from marks.library import Library
+from marks import pagestore, schema, urls
+from marks.library import Invalid, Library
 from marks.store import Store
 
+# What `Library.merge_into` may change on the bookmark kept (undo puts them back).
+MERGED_FIELDS = (
+    "added",
+    "last_visited",
+    "visit_count",
+    "title",
+    "description",
+    "starred",
+    "archived",
+)
 TRACKING = ("utm_", "fbclid", "gclid", "mc_cid", "mc_eid", "ref_src", "igshid")
 
 
@@ -44,6 +57,11 @@ def info(library: Library) -> dict:
         "url_key_collisions": store.value("SELECT count(*) FROM url_key_collisions"),
         # False: this SQLite has no FTS5, and `search --fts` falls back to substring search.
         "full_text_search": store.has_fts,
+        # Kept pages (snapshots and content originals) live in this file, each body once.
+        "snapshots": store.value("SELECT count(*) FROM snapshots"),
+        "stored_pages_bytes": store.value(
+            "SELECT coalesce(sum(length(data)), 0) FROM snapshot_blobs"
+        ),
     }
 
 
@@ -76,6 +94,8 @@ def schema_sql(library: Library) -> str:
 
 def vacuum(library: Library) -> tuple[int, int]:
     before = library.store.size_bytes
+    with library.store.transaction():
+        pagestore.collect(library.store)  # page bodies nothing refers to any more
     library.store.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     library.store.execute("VACUUM")
     library.store.execute("PRAGMA wal_checkpoint(TRUNCATE)")
@@ -100,12 +120,14 @@ def duplicate_groups(library: Library) -> list[list[int]]:
 def merge_duplicates(library: Library, groups: list[list[int]]) -> int:
     """Keep the oldest of each group with every tag and the most visit data; delete the rest."""
     removed = 0
-    with library.store.transaction():
+    with library.undoable("dedupe"):
+        library.before([group[0] for group in groups], MERGED_FIELDS)
         for keep_id, *others in groups:
             for other_id in others:
                 library.merge_into(keep_id, library.get(other_id))
             library.delete(others)
             removed += len(others)
+        library.said(f"merged {removed} duplicate(s) into {len(groups)} bookmark(s)")
     return removed
 
 
@@ -152,3 +174,51 @@ def _vocab(store: Store) -> bool:
         "USING fts5vocab(main, bookmarks_fts, row)"
     )
     return True
+
+
+def backup(library: Library, target: Path) -> int:
+    """A consistent copy of the whole database (snapshots and page bodies included: they live in
+    it) while others may write, through SQLite's online backup; written beside `target` and
+    renamed, so `target` is whole or untouched. Answers the copy's size in bytes."""
+    target = Path(target)
+    if target.is_dir():
+        raise Invalid(f"{target} is a directory")
+    if not target.parent.is_dir():
+        raise Invalid(f"directory {target.parent} does not exist")
+    fd, temporary = tempfile.mkstemp(prefix=".marks-backup-", suffix=".db", dir=target.parent)
+    os.close(fd)
+    try:
+        copy = apsw.Connection(temporary)
+        try:
+            with copy.backup("main", library.store.db, "main") as job:
+                job.step(-1)
+            copy.execute("PRAGMA journal_mode = DELETE")  # one self-contained file
+        finally:
+            copy.close()
+        os.chmod(temporary, 0o600)
+        os.replace(temporary, target)
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
+        raise
+    return target.stat().st_size
+
+
+def integrity(library: Library) -> dict:
+    """SQLite's own check, foreign keys, and every kept page body against its SHA-256."""
+    store = library.store
+    sqlite = [row[0] for row in store.execute("PRAGMA integrity_check")]
+    foreign = [
+        f"{table} row {rowid}: no {parent} it refers to"
+        for table, rowid, parent, _ in store.execute("PRAGMA foreign_key_check")
+    ]
+    pages = pagestore.check(store)
+    problems = ([] if sqlite == ["ok"] else sqlite) + foreign + pages
+    return {
+        "integrity": "ok" if not problems else "problems",
+        "sqlite": "ok" if sqlite == ["ok"] else "; ".join(sqlite[:20]),
+        "foreign_keys": "ok" if not foreign else f"{len(foreign)} problem(s)",
+        "snapshots": store.value("SELECT count(*) FROM snapshots"),
+        "stored_pages": store.value("SELECT count(*) FROM snapshot_blobs"),
+        "stored_pages_checked": "ok" if not pages else f"{len(pages)} problem(s)",
+        "problems": problems,
+    }

@@ -327,7 +327,89 @@ STEPS: list[Migration] = [
     # index again from the bookmarks on opening (`marks.store`). The version is the fence: an
     # older marks, which would trust a stale index or miss an absent one, refuses the file.
     Migration("-- nothing to change: the version number is the point"),
-    # 9 (a million bookmarks): an index for each collection the shell lists, holding only its
+    # 9: page snapshots, and one store for every kept page body. `snapshot_blobs` holds each body
+    # once (keyed by the SHA-256 of its bytes, zlib-compressed): snapshots and page content point
+    # at it, so a page kept by both is stored once. Content's originals move there (the functions
+    # are registered by `marks.store`). Blobs outlive their last reference until `snapshot
+    # delete`, `snapshot prune` or `db vacuum` collects them, so a trash can hold rows that name
+    # them. The snapshot's text is page_content's text: the full-text index needs no change.
+    Migration(
+        """
+    CREATE TABLE snapshot_blobs (
+        sha256 TEXT PRIMARY KEY,               -- hex SHA-256 of the uncompressed bytes
+        size INTEGER NOT NULL,                 -- uncompressed bytes
+        data BLOB NOT NULL                     -- zlib-compressed
+    );
+    CREATE TABLE snapshots (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,  -- never reused: a link to a snapshot stays its
+        bookmark_id INTEGER NOT NULL REFERENCES bookmarks (id) ON DELETE CASCADE,
+        taken_at TEXT NOT NULL,
+        url TEXT NOT NULL,                     -- the page's URL (after redirects)
+        source TEXT NOT NULL CHECK (source IN ('fetch', 'browser')),
+        blob TEXT NOT NULL,                    -- snapshot_blobs.sha256 of the HTML
+        size INTEGER NOT NULL,                 -- bytes of the HTML
+        title TEXT NOT NULL DEFAULT '',
+        omitted TEXT NOT NULL DEFAULT '[]'     -- JSON: what was left out, and why
+    );
+    CREATE INDEX snapshots_by_bookmark ON snapshots (bookmark_id, id);
+    CREATE INDEX snapshots_by_blob ON snapshots (blob);
+
+    ALTER TABLE page_content ADD COLUMN blob TEXT;     -- snapshot_blobs.sha256 of the original
+    INSERT OR IGNORE INTO snapshot_blobs (sha256, size, data)
+        SELECT marks_sha256(marks_inflate(original)), length(marks_inflate(original)), original
+        FROM page_content WHERE original IS NOT NULL;
+    UPDATE page_content SET blob = marks_sha256(marks_inflate(original))
+        WHERE original IS NOT NULL;
+    ALTER TABLE page_content DROP COLUMN original;
+    CREATE INDEX page_content_by_blob ON page_content (blob);
+    """
+    ),
+    # 10 (trash and undo): a deleted bookmark moves to the trash with every row that hangs on it
+    # (found through the foreign keys to `bookmarks`, so tables added later come along), each
+    # row as a JSONB object of its columns (BLOBs as {"hex": ...}); the undo journal keeps, per
+    # destructive change, what the change is about to overwrite (see `marks.journal`).
+    Migration(
+        """
+    CREATE TABLE undo_steps (
+        id INTEGER PRIMARY KEY,
+        at TEXT NOT NULL,
+        action TEXT NOT NULL,                  -- delete, tag rename, tag delete, dedupe, ...
+        summary TEXT NOT NULL DEFAULT ''       -- what `marks undo` says it undid
+    );
+    CREATE TABLE undo_bookmarks (              -- before-images of changed (not deleted) bookmarks
+        step INTEGER NOT NULL REFERENCES undo_steps (id) ON DELETE CASCADE,
+        bookmark_id INTEGER NOT NULL,
+        fields TEXT,                           -- JSON object of the columns the change may alter
+        tag_ids TEXT                           -- JSON array of its tag ids, NULL: tags untouched
+    );
+    CREATE INDEX undo_bookmarks_by_step ON undo_bookmarks (step);
+    CREATE TABLE undo_tags (                   -- the tags those bookmarks had, by id and name
+        step INTEGER NOT NULL REFERENCES undo_steps (id) ON DELETE CASCADE,
+        tag_id INTEGER NOT NULL,
+        name TEXT NOT NULL
+    );
+    CREATE INDEX undo_tags_by_step ON undo_tags (step);
+    CREATE TABLE trash (
+        id INTEGER PRIMARY KEY,
+        bookmark_id INTEGER NOT NULL,          -- the id it had, and gets back when it is free
+        url TEXT NOT NULL,
+        url_key TEXT NOT NULL,
+        title TEXT NOT NULL DEFAULT '',
+        deleted_at TEXT NOT NULL,
+        step INTEGER REFERENCES undo_steps (id) ON DELETE SET NULL
+    );
+    CREATE INDEX trash_by_bookmark ON trash (bookmark_id);
+    CREATE INDEX trash_by_time ON trash (deleted_at);
+    CREATE INDEX trash_by_step ON trash (step);
+    CREATE TABLE trash_rows (
+        entry INTEGER NOT NULL REFERENCES trash (id) ON DELETE CASCADE,
+        tbl TEXT NOT NULL,                     -- the table the row came from
+        row BLOB NOT NULL                      -- JSONB object: column -> value
+    );
+    CREATE INDEX trash_rows_by_entry ON trash_rows (entry);
+    """
+    ),
+    # 11 (a million bookmarks): an index for each collection the shell lists, holding only its
     # bookmarks in the order it lists them (newest first; the row id is in every index), so
     # counting and showing /starred, /unread, /broken... reads the collection's own entries
     # instead of every bookmark (a scan of a million rows, or a sort of 600,000 for /unread).

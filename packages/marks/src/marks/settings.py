@@ -56,6 +56,7 @@ class Config(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     server_names: list[str] = msgspec.field(default_factory=list)
     cors_origins: list[str] = msgspec.field(default_factory=list)
     api_token: str = ""
+    server_access_log: bool = True
     # `bookmark health` and `content refresh`
     health_concurrency: Annotated[int, msgspec.Meta(ge=1)] = 20
     health_per_host: Annotated[int, msgspec.Meta(ge=1)] = 4
@@ -64,6 +65,10 @@ class Config(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     health_max_age_hours: Annotated[int, msgspec.Meta(ge=0)] = 24
     health_confirm_hours: Annotated[int, msgspec.Meta(ge=0)] = 4
     fetch_on_add: bool = True
+    # `snapshot take`, and captures the extension sends
+    snapshot_on_add: bool = False
+    snapshot_max_mb: Annotated[float, msgspec.Meta(gt=0, le=1024)] = 20
+    trash_days: Annotated[int, msgspec.Meta(ge=0, le=100_000)] = 30
 
 
 HELP: dict[str, str] = {
@@ -79,6 +84,7 @@ HELP: dict[str, str] = {
     "server_names": "extra Host names the server answers to (DNS-rebinding guard), comma separated",
     "cors_origins": "web origins allowed to call the API (never `*`), comma separated",
     "api_token": "token clients send as `Authorization: Token ...` (`marks config token`)",
+    "server_access_log": "`marks serve` writes a line per request on stderr (combined log format)",
     "health_concurrency": "links `bookmark health` checks at once",
     "health_per_host": "links of one host checked at once",
     "health_timeout": "seconds a link (or a page) may take to answer",
@@ -86,6 +92,9 @@ HELP: dict[str, str] = {
     "health_max_age_hours": "`bookmark health` skips results younger than this",
     "health_confirm_hours": "failures this far apart confirm a link is broken",
     "fetch_on_add": "`bookmark add` without --title fetches title and description",
+    "snapshot_on_add": "take a snapshot of each page a bookmark is added for (true or false)",
+    "snapshot_max_mb": "megabytes one snapshot may take, inlined images and fonts included",
+    "trash_days": "days a deleted bookmark stays in the trash (`marks trash`) before it is gone",
 }
 KEYS = Config.__struct_fields__
 KEYS_BOOL = {name: type(getattr(Config(), name)) is bool for name in KEYS}

@@ -10,7 +10,9 @@ triggers missing and builds the index again from the bookmarks, so it is never s
 """
 
 import contextlib
+import hashlib
 import os
+import zlib
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -41,6 +43,16 @@ def _has_fts5(db: apsw.Connection) -> bool:
     return bool(db.execute("SELECT 1 FROM pragma_module_list WHERE name = 'fts5'").fetchone())
 
 
+def _sha256(*values: "apsw.SQLiteValue") -> "apsw.SQLiteValue":
+    (data,) = values
+    return hashlib.sha256(data).hexdigest() if isinstance(data, bytes) else None
+
+
+def _inflate(*values: "apsw.SQLiteValue") -> "apsw.SQLiteValue":
+    (data,) = values
+    return zlib.decompress(data) if isinstance(data, bytes) else None
+
+
 def _casefold(*values: "apsw.SQLiteValue") -> "apsw.SQLiteValue":
     (text,) = values  # registered with one argument
     return text.casefold() if isinstance(text, str) else text
@@ -65,6 +77,9 @@ class Store:
             self.db.create_scalar_function("casefold", _casefold, 1, deterministic=True)
             # Migrations that recompute url_key call the same normalisation as the library.
             self.db.create_scalar_function("marks_url_key", _url_key, 1, deterministic=True)
+            # Migration 9 moves page originals into the blob store, keyed by their SHA-256.
+            self.db.create_scalar_function("marks_sha256", _sha256, 1, deterministic=True)
+            self.db.create_scalar_function("marks_inflate", _inflate, 1, deterministic=True)
             self.has_fts = _has_fts5(self.db)  # whether this connection can keep the index
             self._migrate()
             self.full_text()  # built here when absent: a SQLite without FTS5 used the file

@@ -28,6 +28,7 @@ from hypercorn.asyncio import serve as hypercorn_serve
 from hypercorn.config import Config
 
 from servekit import descriptors
+from servekit.streaming import first_of
 
 log = logging.getLogger("servekit")
 
@@ -213,7 +214,10 @@ async def serve_async(
     """Serve until SIGTERM/SIGINT (or `stop` is set), then finish open requests and return.
 
     `before_shutdown` runs once the signal came and while the server still answers (a service
-    refusing new work with 503 while its running work ends); the listener closes after it.
+    refusing new work with 503 while its running work ends); the listener closes after it. A
+    second SIGTERM or SIGINT meanwhile cancels it: the operator wants the process gone now (a
+    drain can last as long as its service's grace and retention), so the listener closes at once
+    and open connections get `graceful_timeout`.
     A WebSocket message from a client larger than `max_websocket_message` closes its connection
     (1009): hypercorn holds a whole message before the app sees it, 16 MiB by default.
     A client that takes nothing of what it is sent for `write_timeout` seconds is dropped (see
@@ -247,10 +251,15 @@ async def serve_async(
         else:
             print(f"{extra.name} on {side_url}", file=sys.stderr, flush=True)
 
+    hurry = asyncio.Event()  # a second signal: no more waiting for `before_shutdown`
+
     def stop_on(signum: signal.Signals) -> None:
-        if not stop.is_set():  # said once: a second SIGTERM changes nothing
+        if not stop.is_set():
             log.info("%s received: shutting down", signum.name)
-        stop.set()
+            stop.set()
+        elif not hurry.is_set():
+            log.info("%s received again: stopping at once", signum.name)
+            hurry.set()
 
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, stop_on, signum)
@@ -259,7 +268,7 @@ async def serve_async(
     async def shutdown_trigger() -> None:
         await stop.wait()
         if before_shutdown is not None:
-            await before_shutdown()
+            await first_of(before_shutdown(), hurry.wait())
 
     async def main() -> None:
         try:

@@ -25,7 +25,7 @@ from starlette.types import Receive, Scope, Send
 from starlette.websockets import WebSocket
 
 
-async def first_of(*work: Awaitable[None]) -> None:
+async def first_of(*work: Awaitable[object]) -> None:
     """Run `work` side by side until one of them ends, cancel the others, and raise what the
     first to end raised."""
     tasks = [asyncio.ensure_future(item) for item in work]

@@ -438,10 +438,13 @@ def _not_traversable(directory: Path) -> Path | None:
 def _rootless_line(
     namespace: privilege.Namespace, cgroups: Cgroups, layout: Layout, first: int, size: int
 ) -> str:
-    """The start-up line of a rootless server: its mode, and what it has not that root has."""
+    """The start-up line of a rootless server: its mode, and what it has not that root has.
+    Its uid is named in the parent user namespace, which is the host's only outside a container:
+    in a rootless container it is the container's, and the host's own number is not visible."""
     host_first = next(m.outside + first - m.inside for m in namespace.uids if m.inside <= first)
     return (
-        f"sandbox: rootless, host uid {namespace.owner} as root of its own user namespace; "
+        f"sandbox: rootless, uid {namespace.owner} of the parent user namespace "
+        "as root of its own; "
         f"job cgroups below the delegated {cgroups.mounts['unified']} (memory, pids, cpu); "
         f"job uids from the subordinate ids {host_first}-{host_first + size - 1}; "
         f"every limit enforced; without root: the job uids are shared with this user's other "

@@ -28,7 +28,8 @@ GROUPS = {
     "bookmark": ("marks.cli.bookmark", "Add, list, search, edit and visit bookmarks."),
     "tag": ("marks.cli.tag", "List, tree, rename, add and remove tags."),
     "content": ("marks.cli.content", "Fetch pages' text for search, view it, auto-tag."),
-    "import": ("marks.cli.transfer", "Import bookmarks from files (all or nothing)."),
+    "snapshot": ("marks.cli.snapshot", "Keep self-contained copies of pages; list, view, prune."),
+    "import": ("marks.cli.transfer", "Import bookmarks from files (invalid entries skipped)."),
     "export": ("marks.cli.transfer", "Export every bookmark to a file or stdout."),
     "db": ("marks.cli.db", "Inspect and maintain the database."),
     "config": ("marks.cli.config", "Show and change settings."),
@@ -38,6 +39,8 @@ GROUPS = {
     "graph": ("marks.cli.graph", "Build the bookmark graph; neighbours, stats, export."),
     "shell": ("marks.cli.shell", "Browse the library as a filesystem (interactive or -c)."),
     "serve": ("marks.cli.serve", "Run the REST API and the web UI."),
+    "trash": ("marks.cli.trash", "Deleted bookmarks: list, restore, empty."),
+    "undo": ("marks.cli.trash", "Undo the last destructive change (delete, tag rename...)."),
 }
 
 
@@ -94,7 +97,9 @@ class State:
             store = Store(self.db_path)
             for notice in store.notices:  # e.g. tags merged by a migration: never silent
                 click.echo(f"marks: {notice}", err=True)
-            self._library = Library(store, plugins=self.plugins)
+            self._library = Library(
+                store, plugins=self.plugins, trash_days=self.config["trash_days"]
+            )
             self.plugins.start(Context(library=self._library, config=self.config))
         return self._library
 

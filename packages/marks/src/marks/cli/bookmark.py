@@ -1,9 +1,15 @@
 """`marks bookmark ...`: thin commands over `marks.library`."""
 
+from typing import TYPE_CHECKING
+
 import click
 
 from marks.cli import Group, WordsCommand, confirm, global_options, state
 from marks.cli import output as show
+from marks.printable import escape
+
+if TYPE_CHECKING:  # imported lazily at run time
+    from marks.wire import Bookmark, SnapshotResult
 
 GRANULARITY = {"year": 4, "month": 7, "day": 10}
 
@@ -49,14 +55,35 @@ def add(
         starred=stars or star_alias,
         archived=archived,
     )
-    if not title and not no_fetch and s.config["fetch_on_add"]:
+    if s.config["snapshot_on_add"] and not no_fetch:
+        added = _snapshot_on_add(added.id)
+    elif not title and not no_fetch and s.config["fetch_on_add"]:
         from marks import pagemeta
 
         enriched = pagemeta.enrich(s.library, added)
         added = enriched.bookmark
         if enriched.note:
-            click.echo(f"marks: {enriched.note}", err=True)
+            click.echo(f"marks: {escape(enriched.note)}", err=True)
     show.bookmark_detail(added, s.format)
+
+
+def _snapshot_on_add(bookmark_id: int) -> "Bookmark":
+    """Config `snapshot_on_add`: one fetch keeps the page, its snapshot, and fills an empty
+    title and description from it (as content does)."""
+    from marks.cli.snapshot import service
+
+    s = state()
+    snapshots = service()
+    total, skipped = snapshots.plan([bookmark_id])
+    outcomes: list[SnapshotResult] = [*skipped]
+    if total:
+        snapshots.take(on_result=outcomes.append)
+    for item in outcomes:
+        if item.outcome == "stored" and item.snapshot is not None:
+            click.echo(f"marks: snapshot {item.snapshot.id} taken", err=True)
+        else:
+            click.echo(f"marks: no snapshot ({item.outcome}): {item.detail}", err=True)
+    return s.library.get(bookmark_id)
 
 
 @bookmark.command(name="list")
@@ -218,13 +245,17 @@ def update(
 @bookmark.command()
 @click.argument("ids", nargs=-1, type=int, required=True)
 def delete(ids: tuple[int, ...]) -> None:
-    """Delete bookmarks (asks first)."""
+    """Delete bookmarks (asks first): they wait in the trash (`marks trash`, `marks undo`)."""
     library = state().library
     found = library.get_many(ids)
     names = ", ".join(f"{b.id} ({b.title or b.url})" for b in found[:3])
     more = f" and {len(found) - 3} more" if len(found) > 3 else ""
     confirm(f"Delete {len(found)} bookmark(s): {names}{more}?")
-    click.echo(f"deleted {library.delete(ids)} bookmark(s)", err=True)
+    deleted = library.delete(ids)
+    click.echo(
+        f"deleted {deleted} bookmark(s) (kept in the trash: `marks undo` brings them back)",
+        err=True,
+    )
 
 
 @bookmark.command(cls=WordsCommand)

@@ -7,6 +7,7 @@ import click
 
 from marks.cli import F, Group, global_options, state
 from marks.cli import output as show
+from marks.printable import escape
 
 BROWSERS = ("chrome", "chromium", "edge", "brave", "firefox", "safari")  # = browsers.paths
 
@@ -109,7 +110,7 @@ def run_import(name: str, **options: Any) -> None:
         show.emit_json(results)
     for result in results:
         for line in result.errors:
-            click.echo(f"marks: {line}", err=True)
+            click.echo(f"marks: {escape(line)}", err=True)
             failed = True
         report = result.report
         if report is None:
@@ -123,7 +124,7 @@ def run_import(name: str, **options: Any) -> None:
             )
         if verbose:
             for line in report.problems:
-                click.echo(f"  {line}", err=True)
+                click.echo(f"  {escape(line)}", err=True)
     if failed:
         raise click.exceptions.Exit(1)
 

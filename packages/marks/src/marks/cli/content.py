@@ -7,6 +7,7 @@ import click
 
 from marks.cli import Group, confirm, global_options, state
 from marks.cli import output as show
+from marks.printable import escape
 
 if TYPE_CHECKING:  # imported lazily at run time
     from marks.wire import PageContent
@@ -22,7 +23,7 @@ def _line(item: "PageContent") -> str:
     status = "" if item.status is None else str(item.status)
     about = item.detail or (f"{item.kind}, {item.words} words" if item.outcome == "stored" else "")
     title = f"  {item.title}" if item.title else ""
-    return f"{item.outcome:<10} {status:>3} {item.id:>7}  {item.url}  {about}{title}"
+    return escape(f"{item.outcome:<10} {status:>3} {item.id:>7}  {item.url}  {about}{title}")
 
 
 @content.command()
@@ -104,7 +105,7 @@ def view(bookmark_id: int, raw: bool) -> None:
         stored = pages.stored(bookmark_id)
         show.emit_json({"id": bookmark_id, "meta": stored, ("html" if raw else "text"): text})
         return
-    click.echo(text)
+    click.echo(escape(text, keep="\n\t"))  # a page's text: shown, never obeyed
 
 
 @content.command(name="auto-tag")

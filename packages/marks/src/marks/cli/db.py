@@ -1,5 +1,7 @@
 """`marks db ...`: facts about the database and its upkeep."""
 
+from pathlib import Path
+
 import click
 
 from marks.cli import Group, confirm, global_options, state
@@ -89,3 +91,31 @@ def index_stats() -> None:
     from marks import maintenance
 
     _facts(maintenance.index_stats(state().library))
+
+
+@db.command()
+@click.argument("path", metavar="FILE", type=click.Path(dir_okay=False, path_type=Path))
+def backup(path: Path) -> None:
+    """Copy the whole database, snapshots included, to FILE (consistent while in use)."""
+    from marks import maintenance
+
+    size = maintenance.backup(state().library, path)
+    click.echo(f"backed up to {path} ({size} bytes)", err=True)
+
+
+@db.command()
+def integrity() -> None:
+    """Check the database: SQLite's own check, foreign keys, every stored page's checksum."""
+    from marks import maintenance
+    from marks.exceptions import MarksError
+
+    facts = maintenance.integrity(state().library)
+    problems = facts.pop("problems")
+    if state().format == "json":
+        show.emit_json({**facts, "problems": problems})
+    else:
+        _facts(facts)
+        for problem in problems[:50]:
+            click.echo(f"problem: {problem}", err=True)
+    if problems:
+        raise MarksError(f"{len(problems)} problem(s) found")

@@ -8,6 +8,7 @@ from collections.abc import Callable
 import click
 
 from marks.exceptions import MarksError
+from marks.printable import escape
 
 
 def handled(run: Callable[[], object]) -> int:
@@ -32,7 +33,8 @@ def handled(run: Callable[[], object]) -> int:
     except Exception as error:
         if isinstance(error, MarksError | OSError):
             message = str(error) or type(error).__name__
-            print(f"marks: {message.splitlines()[0]}", file=sys.stderr)
+            # The message may quote a title or a file's text: shown, never obeyed.
+            print(f"marks: {escape(message.splitlines()[0])}", file=sys.stderr)
             return 1
         raise
     return result if isinstance(result, int) else 0

@@ -1,12 +1,20 @@
-"""`marks bookmark health`: a thin command over `marks.health`."""
+"""`marks bookmark health`: a thin command over `marks.health`.
 
+Exit status, as link checkers such as lychee give one for scripts and cron: 0 when no checked
+link is confirmed broken (failures not confirmed yet are listed, not counted: one failure is no
+proof), 3 when at least one is, 1 for an error, 2 for a usage error, 130 when interrupted.
+"""
+
+import datetime as dt
 import sys
 from typing import TYPE_CHECKING
 
 import click
 
+from marks import clock
 from marks.cli import global_options, state
 from marks.cli import output as show
+from marks.printable import escape
 
 if TYPE_CHECKING:  # imported lazily at run time
     from marks.health import Options, Summary
@@ -17,7 +25,13 @@ def _line(check: "HealthCheck") -> str:
     status = "" if check.status is None else str(check.status)
     mark = "" if check.reachable or check.confirmed else " (not yet confirmed)"
     detail = f"  {check.detail}" if check.detail else ""
-    return f"{check.result:<16} {status:>3} {check.id:>7}  {check.url}{detail}{mark}"
+    return escape(f"{check.result:<16} {status:>3} {check.id:>7}  {check.url}{detail}{mark}")
+
+
+_EXIT_HELP = (
+    "Exit status: 0 no checked link is confirmed broken; 3 at least one is; 1 an error; "
+    "2 a usage error; 130 interrupted."
+)
 
 
 class _JsonStream:
@@ -51,12 +65,19 @@ def _summary(summary: "Summary", options: "Options", dry_run: bool, err: bool) -
             f"confirmed broken: {len(summary.confirmed)} (failed on checks "
             f"{options.confirm_hours:g} h or more apart)"
         )
-    if summary.unconfirmed:
-        ids = ", ".join(map(str, summary.unconfirmed[:20]))
-        more = " …" if len(summary.unconfirmed) > 20 else ""
+    again = set(summary.failed_again)
+    first = [i for i in summary.unconfirmed if i not in again]
+    hours = f"{options.confirm_hours:g} h"
+    if first:
         say(
-            f"not yet confirmed: {len(summary.unconfirmed)} failed for the first time "
-            f"(check again in {options.confirm_hours:g} h to confirm): {ids}{more}"
+            f"not yet confirmed: {len(first)} failed for the first time: {_ids(first)} "
+            f"({_next_check(summary.first_failing_since, options.confirm_hours)})"
+        )
+    if summary.failed_again:
+        say(
+            f"not yet confirmed: {len(summary.failed_again)} failed again, less than {hours} "
+            f"after their first failure: {_ids(summary.failed_again)} "
+            f"({_next_check(summary.again_failing_since, options.confirm_hours)})"
         )
     for host, count in sorted(summary.hosts_down.items()):
         say(f"host {host} did not answer: {count} more link(s) not tried")
@@ -71,7 +92,22 @@ def _summary(summary: "Summary", options: "Options", dry_run: bool, err: bool) -
         say("dry run: nothing stored")
 
 
-@click.command(name="health")
+def _ids(ids: list[int]) -> str:
+    return ", ".join(map(str, ids[:20])) + (" …" if len(ids) > 20 else "")
+
+
+def _next_check(since: dt.datetime | None, hours: float) -> str:
+    """When a failure that began at `since` can be confirmed (`health_confirm_hours` later)."""
+    if since is None:
+        return f"a check {hours:g} h after the first failure confirms it"
+    moment = clock.to_text(since + dt.timedelta(hours=hours))
+    return f"a check after {moment} confirms them"
+
+
+BROKEN_FOUND = 3  # the exit status when a checked link is confirmed broken
+
+
+@click.command(name="health", epilog=_EXIT_HELP)
 @click.argument("ids", nargs=-1, type=int)
 @click.option("--broken", is_flag=True, help="Only links now unreachable (always re-checked).")
 @click.option("--unchecked", is_flag=True, help="Only links never checked.")
@@ -126,7 +162,7 @@ def health(
 
     Results: ok, redirect, blocked (a bot wall), client error, server error, timeout, SSL error,
     connection error, DNS (no such host). A link counts as broken once it failed on two checks a
-    few hours apart.
+    few hours apart (config health_confirm_hours, 4).
     """
     from marks import health as service
     from marks.filters import compile_filter
@@ -151,12 +187,13 @@ def health(
         if stream is not None:
             stream.write(check)
         elif fmt == "csv":
-            click.echo(",".join(show_csv(check)))
+            show.text_out().write(show_csv(check) + "\n")
         elif fmt == "plain":
-            click.echo("\t".join([str(check.id), check.result, str(check.status or ""), check.url]))
+            fields = [str(check.id), check.result, str(check.status or ""), escape(check.url)]
+            click.echo("\t".join(fields))
         elif fmt == "urls":
             if not check.reachable:
-                click.echo(check.url)
+                click.echo(escape(check.url))
         elif verbose:
             click.echo(_line(check))
         if bar is not None:
@@ -178,23 +215,27 @@ def health(
     if summary.interrupted:
         click.echo("marks: interrupted", err=True)
         raise click.exceptions.Exit(130)
+    if summary.confirmed:
+        raise click.exceptions.Exit(BROKEN_FOUND)
 
 
-def show_csv(check: "HealthCheck") -> list[str]:
-    import csv
+def show_csv(check: "HealthCheck") -> str:
+    """One result as a CSV line (booleans as marks' CSV writes them, cells guarded)."""
     import io
 
+    from marks.formats.csvfile import Writer, guard
+
     buffer = io.StringIO()
-    csv.writer(buffer, lineterminator="").writerow(
+    Writer(buffer).writerow(
         [
             check.id,
             check.url,
             check.result,
             check.status or "",
-            int(check.reachable),
+            "true" if check.reachable else "false",
             check.final_url or "",
-            int(check.confirmed),
-            check.detail,
+            "true" if check.confirmed else "false",
+            guard(check.detail),
         ]
     )
-    return [buffer.getvalue()]
+    return buffer.getvalue().removesuffix("\n")

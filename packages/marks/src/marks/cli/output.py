@@ -1,19 +1,22 @@
 """Rendering results for people (table, plain) and for programs (json, csv, urls).
 
-JSON output is only JSON (messages go to stderr; an empty result is `[]`).
+JSON output is only JSON (messages go to stderr; an empty result is `[]`). Every other format
+shows a bookmark's text with its control characters escaped (`marks.printable`): always in table,
+plain and urls; in CSV when it goes to a terminal (a file or a pipe gets the data exactly, as GNU
+`ls` shows names). Tables fit the terminal; piped, nothing is cut.
 """
 
-import csv
 import datetime as dt
 import shutil
 import sys
 from collections.abc import Iterable, Sequence
-from typing import Any
+from typing import Any, TextIO, cast
 
 import click
 import msgspec
 
 from marks import clock
+from marks.printable import Escaping, escape
 from marks.wire import Bookmark, SearchHit
 
 _json = msgspec.json.Encoder()
@@ -30,55 +33,66 @@ def emit_json_chunks(chunks: Iterable[bytes]) -> None:
     sys.stdout.write("\n")
 
 
+def _cell(text: str) -> str:
+    """A table cell: one line (line breaks and tabs become spaces), controls escaped."""
+    return escape(" ".join(text.split()))
+
+
 def _fit(text: str, width: int) -> str:
-    text = " ".join(text.split())
     return text if len(text) <= width else text[: max(0, width - 1)] + "…"
 
 
+def terminal_width() -> int | None:
+    """The columns a table may fill: the terminal's, or none when stdout is not a terminal
+    (a pipe or a file gets whole lines, as `gh` and `kubectl get` give them)."""
+    return shutil.get_terminal_size((120, 20)).columns if sys.stdout.isatty() else None
+
+
 def table(rows: Sequence[Sequence[object]], headers: Sequence[str]) -> None:
-    """Columns as wide as they need, the last ones shortened to fit the terminal."""
+    """Columns as wide as they need; on a terminal, the last ones shortened to fit it."""
     if not rows:
         return
-    width = shutil.get_terminal_size((120, 20)).columns
-    widths = [max(len(str(h)), *(len(str(r[i])) for r in rows)) for i, h in enumerate(headers)]
+    texts = [[_cell(str(c)) for c in row] for row in rows]
+    width = terminal_width()
+    widths = [max(len(str(h)), *(len(r[i]) for r in texts)) for i, h in enumerate(headers)]
     for index in range(len(widths) - 1, 0, -1):
-        overflow = sum(widths) + 2 * (len(widths) - 1) - width
-        if overflow <= 0:
+        overflow = sum(widths) + 2 * (len(widths) - 1) - (width or 0)
+        if width is None or overflow <= 0:
             break
         widths[index] = max(8, widths[index] - overflow)
     line = "  ".join(f"{{:<{w}}}" for w in widths)
     click.echo(
         line.format(*(_fit(str(h), w) for h, w in zip(headers, widths, strict=True))).rstrip()
     )
-    for row in rows:
-        click.echo(
-            line.format(*(_fit(str(c), w) for c, w in zip(row, widths, strict=True))).rstrip()
-        )
+    for row in texts:
+        click.echo(line.format(*(_fit(c, w) for c, w in zip(row, widths, strict=True))).rstrip())
 
 
-CSV_FIELDS = ("id", *Bookmark.__struct_fields__[1:])  # the id first, then every field
+def text_out() -> TextIO:
+    """Where a file format (CSV, Markdown, HTML) goes: stdout, through `printable.Escaping` when
+    that is a terminal (shown there, never obeyed; a pipe or a file gets the data exactly)."""
+    return cast(TextIO, Escaping(sys.stdout)) if sys.stdout.isatty() else sys.stdout
 
 
 def _csv(hits: Sequence[SearchHit], first: tuple[str, Sequence[str]] | None) -> None:
-    """Bookmarks as CSV with their ids (the export format has none: it is for other tools)."""
+    """Bookmarks in marks' one CSV format (`marks.formats.csvfile`, as `export csv` writes it),
+    with a leading column (`first`) and the search's score and snippet when there are any."""
+    from marks.formats import csvfile
+
     scored = any(hit.snippet is not None or hit.score is not None for hit in hits)
     headers = [
         *([first[0]] if first else []),
-        *CSV_FIELDS,
+        *csvfile.COLUMNS,
         *(["score", "snippet"] if scored else []),
     ]
-    writer = csv.writer(sys.stdout, lineterminator="\n")
+    writer = csvfile.Writer(text_out())
     writer.writerow(headers)
     for number, hit in enumerate(hits):
-        fields = msgspec.to_builtins(hit.bookmark)
-        row = [
-            ",".join(value) if isinstance(value, list) else "" if value is None else value
-            for value in (fields[name] for name in CSV_FIELDS)
-        ]
+        row = csvfile.cells(hit.bookmark)
         if first:
             row.insert(0, first[1][number])
         if scored:
-            row += ["" if hit.score is None else hit.score, hit.snippet or ""]
+            row += ["" if hit.score is None else hit.score, csvfile.guard(hit.snippet or "")]
         writer.writerow(row)
 
 
@@ -108,10 +122,10 @@ def bookmarks(
         _csv(hits, first)
     elif fmt == "urls":
         for bookmark in marks:
-            click.echo(bookmark.url)
+            click.echo(escape(bookmark.url))
     elif fmt == "plain":
         for bookmark in marks:
-            click.echo(f"{bookmark.id}\t{bookmark.url}\t{bookmark.title}")
+            click.echo(f"{bookmark.id}\t{escape(bookmark.url)}\t{escape(bookmark.title)}")
     else:
         rows = []
         for hit in hits:
@@ -129,7 +143,8 @@ def bookmark_detail(bookmark: Bookmark, fmt: str) -> None:
         for name, value in fields.items():
             if isinstance(value, list):
                 value = ", ".join(value)
-            click.echo(f"{name:>13}: {'' if value is None else value}")
+            shown = escape("" if value is None else str(value), keep="\n")
+            click.echo(f"{name:>13}: {shown}")
     else:
         bookmarks([bookmark], fmt)
 
@@ -143,12 +158,15 @@ def records(rows: Sequence[dict[str, Any]], fmt: str) -> None:
         return
     headers = list(rows[0])
     if fmt == "csv":
-        writer = csv.writer(sys.stdout, lineterminator="\n")
+        from marks.formats.csvfile import Writer, guard
+
+        writer = Writer(text_out())
         writer.writerow(headers)
-        writer.writerows([[row[h] for h in headers] for row in rows])
+        for row in rows:
+            writer.writerow([guard(v) if isinstance(v, str) else v for v in row.values()])
     elif fmt in ("plain", "urls"):
         for row in rows:
-            click.echo("\t".join(str(row[h]) for h in headers))
+            click.echo("\t".join(escape(str(row[h])) for h in headers))
     else:
         table([[row[h] for h in headers] for row in rows], [h.upper() for h in headers])
 

@@ -11,6 +11,7 @@ import msgspec
 
 from marks.cli import Group, global_options, state
 from marks.cli import output as show
+from marks.printable import escape
 from marks.wire import QueueItem
 
 if TYPE_CHECKING:  # imported lazily at run time
@@ -53,7 +54,7 @@ def _show(items: list[QueueItem]) -> None:
         show.emit_json(items)
     elif fmt == "urls":
         for item in items:
-            click.echo(item.url)
+            click.echo(escape(item.url))
     else:
         show.records(_rows(items), fmt)
 

@@ -19,14 +19,24 @@ from marks.cli import global_options, state
 )
 @click.option("--name", "names", multiple=True, help="Another Host name to answer to.")
 @click.option("--origin", "origins", multiple=True, help="A web origin allowed cross-origin.")
+@click.option(
+    "--access-log/--no-access-log",
+    default=None,
+    help="A line per request on stderr, in the combined log format [config server_access_log].",
+)
 def serve(
     host: str | None,
     port: int | None,
     token_file: str | None,
     names: tuple[str, ...],
     origins: tuple[str, ...],
+    access_log: bool | None,
 ) -> None:
-    """Run the REST API and the web UI (127.0.0.1:8000 by default)."""
+    """Run the REST API and the web UI (127.0.0.1:8000 by default).
+
+    Each request is logged on stderr as web servers do (nginx's and Apache's combined format:
+    client, time, request line, status, bytes, referrer, user agent); never a token or a body.
+    """
     from marks import settings
     from marks.library import MarksError
     from marks.server import ServerSettings, make_app
@@ -57,6 +67,7 @@ def serve(
         names=(*config["server_names"], *names),
         origins=(*config["cors_origins"], *origins),
         config=config,
+        access_log=config["server_access_log"] if access_log is None else access_log,
     )
     app = make_app(server)
     print(f"marks: library {server.db}", file=sys.stderr)

@@ -7,6 +7,7 @@ import click
 
 from marks.cli import Group, confirm, global_options, state
 from marks.cli import output as show
+from marks.printable import escape
 
 if TYPE_CHECKING:
     from marks.wire import TagCount
@@ -34,6 +35,15 @@ def _selection(
     return chosen
 
 
+def _report(done: str, name: str, added: int, had: int) -> None:
+    """Say what changed (`done`), and apart the bookmarks that already had the tag."""
+    if added == 0:
+        message = f"nothing changed: {had} bookmark(s) already had {name!r}"
+    else:
+        message = done + (f", {had} already had it" if had else "")
+    click.echo(message, err=True)
+
+
 @tag.command(name="list")
 def list_() -> None:
     """Every tag with its bookmark count (descendants included)."""
@@ -58,7 +68,7 @@ def tree() -> None:
         return
     for item in counts:
         depth = item.name.count("/")
-        click.echo(f"{'  ' * depth}{item.name.rsplit('/', 1)[-1]} ({item.count})")
+        click.echo(f"{'  ' * depth}{escape(item.name.rsplit('/', 1)[-1])} ({item.count})")
 
 
 def _nested(counts: "list[TagCount]") -> list[dict]:
@@ -88,7 +98,8 @@ def stats() -> None:
         click.echo(f"{key.replace('_', ' '):>11}: {getattr(summary, key)}")
     if summary.most_used:
         click.echo(
-            "  most used: " + ", ".join(f"{u.tag} ({u.bookmarks})" for u in summary.most_used)
+            "  most used: "
+            + ", ".join(f"{escape(u.tag)} ({u.bookmarks})" for u in summary.most_used)
         )
 
 
@@ -110,7 +121,7 @@ def add(
     if len(chosen) > 1 and (all_bookmarks or starred or filter_tags):
         confirm(f"Add tag {name!r} to {len(chosen)} bookmarks?")
     added = state().library.tag_add(name, chosen)
-    click.echo(f"tagged {added} bookmark(s) with {name!r}", err=True)
+    _report(f"tagged {added} bookmark(s) with {name!r}", name, added, len(chosen) - added)
 
 
 @tag.command()
@@ -156,7 +167,7 @@ def copy(name: str, to_ids: str | None, starred: bool, filter_tags: tuple[str, .
     if len(chosen) > 1:
         confirm(f"Copy tag {name!r} to {len(chosen)} bookmarks?")
     added = state().library.tag_copy(name, chosen)
-    click.echo(f"copied {name!r} to {added} bookmark(s)", err=True)
+    _report(f"copied {name!r} to {added} bookmark(s)", name, added, len(chosen) - added)
 
 
 @tag.command(name="filter")

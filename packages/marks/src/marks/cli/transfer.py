@@ -12,6 +12,7 @@ import click
 from marks.cli import Group, global_options, state
 from marks.cli import output as show
 from marks.cli.browser import add_import_commands as add_browser_imports
+from marks.printable import escape
 
 if TYPE_CHECKING:
     from marks.importing import ProblemLog
@@ -32,7 +33,12 @@ class ImportGroup(Group):
 @click.group(name="import", cls=ImportGroup)
 @global_options
 def import_() -> None:
-    """Import bookmarks from files (all or nothing): `marks import FILE` detects the format."""
+    """Import bookmarks from files: `marks import FILE` detects the format.
+
+    Entries that are invalid are skipped and counted (--verbose lists them; --strict refuses the
+    whole file instead). An import is one transaction: a file that is not its format, an error
+    or Ctrl-C leaves the library as it was.
+    """
 
 
 def _run_import(fmt: str, path: str, verbose: bool, **options: Any) -> None:
@@ -75,7 +81,7 @@ def _show(report: "ImportReport", log: "ProblemLog", verbose: bool) -> None:
 
     s = state()
     for warning in report.warnings:
-        click.echo(f"warning: {warning}", err=True)
+        click.echo(f"warning: {escape(warning)}", err=True)
     if s.format == "json":
         show.emit_json_chunks(report_json(report, log))
     else:
@@ -85,12 +91,13 @@ def _show(report: "ImportReport", log: "ProblemLog", verbose: bool) -> None:
             err=True,
         )
         if report.repaired:
-            click.echo(f"{report.repaired} repaired (--verbose lists them)", err=True)
+            listed = "listed below" if verbose else "--verbose lists them"
+            click.echo(f"{report.repaired} repaired ({listed})", err=True)
         if report.undated:
             click.echo(f"{report.undated} without a date: import time used", err=True)
     if verbose:
         for line in log:
-            click.echo(f"  {line}", err=True)
+            click.echo(f"  {escape(line)}", err=True)
 
 
 def _import_command(fmt: str, summary: str, *, hidden: bool = False) -> click.Command:
@@ -151,7 +158,8 @@ def _write(fmt: str, target: str | None, **options: Any) -> None:
 
     library = state().library
     if target in (None, "-"):
-        count = run_export(library, fmt, sys.stdout, **options)
+        out = sys.stdout if fmt == "json" else show.text_out()
+        count = run_export(library, fmt, out, **options)
     else:
         # Write beside the target and rename: a failed export never leaves half a file.
         directory = os.path.dirname(os.path.abspath(target))

@@ -1,5 +1,12 @@
 """CSV: export writes our columns; import maps the columns other producers write.
 
+marks writes one CSV format wherever it writes bookmarks as CSV (`export csv`, `-o csv`): every
+field of a bookmark, the id first, booleans `true`/`false`, times in ISO 8601 UTC, tags joined by
+commas. A cell that starts with `=`, `+`, `-`, `@`, tab or CR would be read as a formula by a
+spreadsheet (`=HYPERLINK(...)`), so it is written with a leading `'` as OWASP advises (CSV
+injection); a cell that starts with one or more `'` before such a character gets one more, so the
+guard is always told from a person's own apostrophe, and marks' import removes exactly one.
+
 Import recognises a header by its column names (marks, Pocket, Instapaper, Raindrop, and common
 spellings), sniffs `,`, `;`, tab or `|` as the delimiter, and takes a file without a header row
 when a cell of its first row is a URL (the URL column is then the one holding URLs).
@@ -14,17 +21,9 @@ from marks import clock
 from marks.formats import FormatError, Record, dates
 from marks.wire import Bookmark
 
-COLUMNS = [
-    "url",
-    "title",
-    "description",
-    "tags",
-    "starred",
-    "archived",
-    "added",
-    "last_visited",
-    "visit_count",
-]
+COLUMNS = ["id", *Bookmark.__struct_fields__[1:]]  # the id first, then every field
+FORMULA = ("=", "+", "-", "@", "\t", "\r")  # what a spreadsheet may start a formula with
+_GUARDED = "'=+-@\t\r"  # the first characters of a cell that may need the guard
 ALIASES = {
     "url": ("url", "href", "link", "uri", "address"),
     "title": ("title", "name"),
@@ -57,6 +56,10 @@ ALIASES = {
     ),
     "last_visited": ("last_visited", "last_visit", "visited"),
     "visit_count": ("visit_count", "visits"),
+    # marks' own columns: the latest link check travels too
+    "reachable": ("reachable",),
+    "last_checked": ("last_checked",),
+    "check_result": ("check_result",),
 }
 TRUE = {"1", "true", "yes", "y", "x", "*"}
 # Folder names that are states, not tags: Instapaper's and Raindrop's own folders.
@@ -69,24 +72,68 @@ FOLDER_FLAGS = {
 }
 
 
+def guard(cell: str) -> str:
+    """The cell as written: with a leading `'` if a spreadsheet could take it for a formula."""
+    if cell and cell[0] in _GUARDED and cell.lstrip("'").startswith(FORMULA):
+        return "'" + cell
+    return cell
+
+
+def unguard(cell: str) -> str:
+    """The cell `guard` was given (for what marks wrote; other producers' cells pass as they are
+    unless they look exactly like a guarded cell)."""
+    if cell.startswith("'") and cell.lstrip("'").startswith(FORMULA):
+        return cell[1:]
+    return cell
+
+
+def _flag(value: bool | None) -> str:
+    return "" if value is None else "true" if value else "false"
+
+
+def cells(b: Bookmark) -> list[object]:
+    """A bookmark's row, in the order of COLUMNS."""
+    return [
+        b.id,
+        b.url,
+        guard(b.title),
+        guard(b.description),
+        guard(",".join(b.tags)),
+        _flag(b.starred),
+        _flag(b.archived),
+        clock.to_text(b.added) or "",
+        clock.to_text(b.last_visited) or "",
+        b.visit_count,
+        _flag(b.reachable),
+        clock.to_text(b.last_checked) or "",
+        guard(b.check_result or ""),
+    ]
+
+
+class Writer:
+    """`csv.writer` with `\n` line ends that also quotes a row holding a bare CR. The csv module
+    quotes only a cell with the delimiter, a quote or a character of the line terminator, so with
+    `\n` it wrote `a\rb` bare, and every reader took the CR for the end of the row: the whole
+    file was refused on import. Such a row is written with every cell quoted (always valid CSV)."""
+
+    def __init__(self, out: TextIO) -> None:
+        self.minimal = csv.writer(out, lineterminator="\n")
+        self.quoted = csv.writer(out, lineterminator="\n", quoting=csv.QUOTE_ALL)
+
+    def writerow(self, row: Iterable[object]) -> None:
+        cells = list(row)
+        if any(isinstance(cell, str) and "\r" in cell for cell in cells):
+            self.quoted.writerow(cells)
+        else:
+            self.minimal.writerow(cells)
+
+
 def write(bookmarks: Iterable[Bookmark], out: TextIO) -> int:
-    writer = csv.writer(out, lineterminator="\n")
+    writer = Writer(out)
     writer.writerow(COLUMNS)
     count = 0
     for b in bookmarks:
-        writer.writerow(
-            [
-                b.url,
-                b.title,
-                b.description,
-                ",".join(b.tags),
-                int(b.starred),
-                int(b.archived),
-                clock.to_text(b.added) or "",
-                clock.to_text(b.last_visited) or "",
-                b.visit_count,
-            ]
-        )
+        writer.writerow(cells(b))
         count += 1
     return count
 
@@ -142,7 +189,7 @@ def read(stream: TextIO) -> Iterator[Record]:
 
     def cell(row: list[str], field: str) -> str:
         index = columns.get(field)
-        return row[index].strip() if index is not None and index < len(row) else ""
+        return unguard(row[index].strip()) if index is not None and index < len(row) else ""
 
     line = start - 1
     try:
@@ -166,9 +213,7 @@ def read(stream: TextIO) -> Iterator[Record]:
             yield Record(
                 url=cell(row, "url"),
                 title=cell(row, "title"),
-                description=next(
-                    (row[i].strip() for i in descriptions if i < len(row) and row[i].strip()), ""
-                ),
+                description=_description(row, descriptions),
                 tags=tags,
                 starred=cell(row, "starred").lower() in TRUE or flags.get("starred", False),
                 archived=cell(row, "archived").lower() in TRUE
@@ -177,12 +222,25 @@ def read(stream: TextIO) -> Iterator[Record]:
                 added=added,
                 last_visited=dates.parse_into(cell(row, "last_visited"), notes, "last_visited"),
                 visit_count=int(visits) if visits.isdigit() else 0,
+                reachable=_maybe(cell(row, "reachable")),
+                last_checked=dates.parse_into(cell(row, "last_checked"), notes, "last_checked"),
+                check_result=cell(row, "check_result") or None,
                 where=f"line {line}",
                 notes=notes,
                 undated=added is None,
             )
     except csv.Error as error:
         raise FormatError(f"not valid CSV (line {reader.line_num}): {error}") from None
+
+
+def _description(row: list[str], columns: list[int]) -> str:
+    """The first description cell that is filled (Raindrop writes both `note` and `excerpt`)."""
+    found = (row[i].strip() for i in columns if i < len(row) and row[i].strip())
+    return unguard(next(found, ""))
+
+
+def _maybe(value: str) -> bool | None:
+    return None if not value else value.lower() in TRUE
 
 
 def _chain(first: TextIO, rest: TextIO) -> Iterator[str]:

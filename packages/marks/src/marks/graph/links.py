@@ -36,8 +36,8 @@ def _text_links(text: str) -> Iterator[str]:
 def cached_links(store: Store) -> Iterator[tuple[int, str]]:
     """(bookmark id, absolute URL its cached page links to), at most MAX_LINKS_PER_PAGE each."""
     rows = store.execute(
-        "SELECT bookmark_id, url, kind, original, text FROM page_content "
-        "WHERE kind IN ('html', 'pdf', 'text')"
+        "SELECT c.bookmark_id, c.url, c.kind, b.data, c.text FROM page_content c "
+        "LEFT JOIN snapshot_blobs b ON b.sha256 = c.blob WHERE c.kind IN ('html', 'pdf', 'text')"
     )
     for bookmark_id, base, kind, original, text in rows:
         found = _html_links(base, original) if kind == "html" and original else _text_links(text)

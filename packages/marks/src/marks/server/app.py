@@ -21,9 +21,12 @@ from marks.server import (
     routes_library,
     routes_plugins,
     routes_queue,
+    routes_snapshots,
     routes_tags,
     routes_transfer,
+    routes_trash,
 )
+from marks.server.accesslog import AccessLog
 from marks.server.endpoint import Endpoint, Libraries, make_handler
 from marks.server.security import Guard
 from marks.server.settings import ServerSettings
@@ -41,8 +44,10 @@ MODULES = (
     routes_library,
     routes_plugins,
     routes_queue,
+    routes_snapshots,
     routes_tags,
     routes_transfer,
+    routes_trash,
 )
 
 
@@ -80,11 +85,13 @@ def make_app(settings: ServerSettings) -> Starlette:
         libraries.stop_plugins()  # plugins' on_unload
 
     cors = CorsPolicy.only(*settings.origins, allow_extensions=True)
+    # The access log outermost: it sees every answer, the guard's refusals too.
+    logged = [Middleware(AccessLog)] if settings.access_log else []
     app = Starlette(
         routes=routes,
         exception_handlers=exception_handlers(),
-        # CORS outermost, so the guard's refusals still carry its headers and a client reads them.
-        middleware=[cors.middleware(), Middleware(Guard, settings=settings)],
+        # CORS outside the guard, so its refusals still carry its headers and a client reads them.
+        middleware=[*logged, cors.middleware(), Middleware(Guard, settings=settings)],
         lifespan=lifespan,
     )
     app.state.libraries = libraries

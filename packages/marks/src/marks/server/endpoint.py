@@ -131,7 +131,8 @@ class Libraries:
         return store
 
     def library(self) -> Library:
-        return Library(self.store(), plugins=self.plugins)
+        days = self.settings.config.get("trash_days", 30)
+        return Library(self.store(), plugins=self.plugins, trash_days=days)
 
     def open_library(self) -> Library:
         """A library on a connection of its own, for a background thread (closed by it)."""

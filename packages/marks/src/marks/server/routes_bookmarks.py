@@ -6,6 +6,7 @@ import msgspec
 
 from marks.filters import compile_filter
 from marks.library import SORTS, Library, NotFound
+from marks.server import routes_snapshots
 from marks.server.endpoint import MAX_ID, Call, Endpoint, Param
 from marks.wire import Bookmark
 
@@ -82,7 +83,7 @@ def list_bookmarks(library: Library, call: Call) -> BookmarkPage:
 
 def add(library: Library, call: Call) -> Bookmark:
     body: BookmarkIn = call.body
-    return library.add(
+    added = library.add(
         body.url,
         title=body.title,
         description=body.description,
@@ -90,6 +91,8 @@ def add(library: Library, call: Call) -> Bookmark:
         starred=body.starred,
         archived=body.archived,
     )
+    routes_snapshots.take_later(call.server, added.id)  # config snapshot_on_add
+    return added
 
 
 def lookup(library: Library, call: Call) -> Bookmark:
@@ -136,6 +139,7 @@ ENDPOINTS = [
     Endpoint("GET", ONE, "One bookmark", get, response=Bookmark, errors=(404,)),
     Endpoint("PATCH", ONE, "Change known fields of a bookmark", patch, body=BookmarkPatch,
              response=Bookmark, errors=(404, 409, 422)),
-    Endpoint("DELETE", ONE, "Delete a bookmark", delete, status=204, errors=(404,)),
+    Endpoint("DELETE", ONE, "Move a bookmark to the trash (POST /undo brings it back)", delete,
+             status=204, errors=(404,)),
     Endpoint("POST", ONE + "/visit", "Record a visit", visit, response=Bookmark, errors=(404,)),
 ]  # fmt: skip

@@ -109,7 +109,8 @@ ENDPOINTS = [
                        "text/markdown": str}, raw=True, errors=(404,),
              choices={"format": transfer.EXPORT_FORMATS}),
     Endpoint("POST", "/import/{format}", "Import a file sent as the body (html, json, csv, text);"
-             " all or nothing, answers the same report as the CLI", import_,
+             " invalid entries are skipped and counted, a file that is not its format changes"
+             " nothing; answers the same report as the CLI", import_,
              (Param("update", bool, False, "merge into bookmarks that exist"),),
              body=bytes, response=ImportReport, raw=True, errors=(404, 413, 422),
              choices={"format": transfer.IMPORT_FORMATS}),

@@ -29,6 +29,7 @@ from servekit import error_response
 PUBLIC = ("/", "/index.html", "/favicon.ico")
 PUBLIC_PREFIX = "/static/"
 UPLOAD_PREFIX = "/import/"
+SNAPSHOT_SUFFIX = "/snapshots"  # POST /bookmarks/{id}/snapshots: a whole page, up to its cap
 
 
 # `name` or `name:port`, where name is a DNS name or an IPv4 literal, or `[IPv6]` with an
@@ -96,7 +97,11 @@ class _Body:
     def closing(self, send: Send) -> Send:
         async def sending(message: Message) -> None:
             if message["type"] == "http.response.start":
-                extra = [*HARDENING, *([(b"connection", b"close")] if not self.read else [])]
+                # A route that sets its own policy (a snapshot: sandboxed, framed by the web UI)
+                # keeps it; every other answer gets the defaults.
+                own = {name.lower() for name, _ in message["headers"]}
+                hardening = [(name, value) for name, value in HARDENING if name not in own]
+                extra = [*hardening, *([(b"connection", b"close")] if not self.read else [])]
                 message = {**message, "headers": [*message["headers"], *extra]}
             await send(message)
 
@@ -154,6 +159,8 @@ class Guard:
         limit = (
             self.settings.upload_limit
             if scope["path"].startswith(UPLOAD_PREFIX)
+            else self.settings.snapshot_limit
+            if scope["path"].endswith(SNAPSHOT_SUFFIX)
             else self.settings.json_limit
         )
         length = headers.get("content-length", "")

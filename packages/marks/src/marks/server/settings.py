@@ -34,9 +34,17 @@ class ServerSettings:
     upload_limit: int = UPLOAD_LIMIT
     tls: bool = False
     busy_timeout_ms: int = 30_000  # wait for the CLI's import rather than fail
+    access_log: bool = False  # a line per request on stderr (`marks serve` turns it on)
     extra: dict = field(default_factory=dict)
     # The config file's values the services read: health_* options, which plugins run.
     config: dict = field(default_factory=dict)
+
+    @property
+    def snapshot_limit(self) -> int:
+        """Bytes a snapshot sent by the extension may take: config `snapshot_max_mb`, plus room
+        for the JSON around the page (its quotes and escapes)."""
+        megabytes = float(self.config.get("snapshot_max_mb", 20))
+        return int(megabytes * 1024 * 1024 * 1.25) + 65536
 
     @property
     def loopback(self) -> bool:

@@ -9,6 +9,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from marks.library import Library
+from marks.printable import escape
 from marks.shell.commands import Commands, Session
 from marks.shell.lexer import ShellError, parse
 
@@ -16,16 +17,11 @@ if TYPE_CHECKING:
     from prompt_toolkit import PromptSession
 
 
-def _printable(text: str) -> str:
-    """A message as one printable line: what a person typed may hold line breaks or escapes."""
-    return "".join(ch if ch.isprintable() else repr(ch)[1:-1] for ch in text)
-
-
 def run_line(commands: Commands, line: str, report: Callable[[str], None]) -> bool:
     """Run one line; False if any command on it failed (after saying why)."""
 
     def error(text: str) -> None:
-        report(_printable(text))
+        report(escape(text))  # one line: what a person typed may hold line breaks or escapes
 
     if line.strip() in ("exit", "quit", "logout"):
         raise EOFError

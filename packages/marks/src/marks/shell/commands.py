@@ -18,6 +18,7 @@ from marks import clock, limits, vfs
 from marks.exceptions import MarksError
 from marks.library import Library
 from marks.listing import Entry, Filesystem
+from marks.printable import escape
 from marks.query import quote_words
 from marks.rows import NAMES
 from marks.shell.lexer import Invocation, ShellError
@@ -85,7 +86,8 @@ class Commands:
     # --- helpers ---------------------------------------------------------------------------------
 
     def out(self, text: str = "") -> None:
-        self.s.write(text + "\n")
+        # Titles and descriptions came from pages and files: shown, never obeyed.
+        self.s.write(escape(text, keep="\n\t") + "\n")
 
     def here(self, path: str = ".") -> vfs.Location:
         return self.s.fs.locate(self.s.cwd, path)
@@ -360,9 +362,17 @@ class Commands:
         if not args:
             raise ShellError("tag: give one or more tags")
         ids = self.many(self.here(), "Tag", "tag")
-        for name in args:
-            self.s.library.tag_add(name, ids)
-        self.out(f"tagged {len(ids)} bookmark(s) with {', '.join(args)}")
+        added = {name: self.s.library.tag_add(name, ids) for name in args}
+        if all(count == len(ids) for count in added.values()):
+            self.out(f"tagged {len(ids)} bookmark(s) with {', '.join(args)}")
+            return
+        for name, count in added.items():  # say only what changed, tag by tag
+            had = len(ids) - count
+            if count == 0:
+                self.out(f"{name}: nothing changed, {had} bookmark(s) already had it")
+            else:
+                already = f", {had} already had it" if had else ""
+                self.out(f"tagged {count} bookmark(s) with {name}{already}")
 
     @command("untag TAG...", "remove tags from this bookmark, or from every bookmark here")
     def do_untag(self, args: list[str]) -> None:
@@ -451,6 +461,57 @@ class Commands:
         if self.here_missing():
             self.s.cwd = vfs.parent(self.s.cwd)
         self.out(f"deleted {deleted} bookmark(s)")
+
+    @command(
+        "trash [list | restore ID... | empty [-f] [--older-than DAYS]]",
+        "deleted bookmarks: list them, put them back, or forget them for good",
+    )
+    def do_trash(self, args: list[str]) -> None:
+        from marks import trash
+
+        verb, rest = (args[0], args[1:]) if args else ("list", [])
+        if verb == "list" and not rest:
+            found = trash.entries(self.s.library)
+            for entry in found:
+                when = (clock.to_text(entry.deleted_at) or "")[:16].replace("T", " ")
+                self.out(_line(f"{entry.id:>7}  {when}  {entry.title or entry.url}"))
+            if not found:
+                self.out("the trash is empty")
+        elif verb == "restore" and rest and all(a.isdigit() for a in rest):
+            restored = trash.restore(self.s.library, [int(a) for a in rest])
+            for note in trash.notes(restored):
+                self.out(note)
+            self.out(f"restored {len(restored)} bookmark(s)")
+        elif verb == "empty":
+            self._trash_empty(rest)
+        else:
+            raise ShellError(f"trash: usage: {HELP['trash'][0]}")
+
+    def _trash_empty(self, args: list[str]) -> None:
+        from marks import trash
+
+        force = "-f" in args
+        rest = [a for a in args if a != "-f"]
+        days = None
+        if rest:
+            if len(rest) != 2 or rest[0] != "--older-than" or not rest[1].isdigit():
+                raise ShellError(f"trash: usage: {HELP['trash'][0]}")
+            days = int(rest[1])
+        if not force:
+            what = "all" if days is None else f"deleted more than {days} day(s) ago"
+            self.ask(f"Empty the trash ({what})? This cannot be undone.", "trash", "empty -f")
+        self.out(f"removed {trash.empty(self.s.library, days)} bookmark(s) for good")
+
+    @command("undo", "undo the last delete, tag rename/merge/delete, bulk tagging or edit")
+    def do_undo(self, args: list[str]) -> None:
+        from marks import trash
+
+        if args:
+            raise ShellError("undo: takes no arguments (run it again for the change before)")
+        report = trash.undo(self.s.library)
+        for note in report.notes:
+            self.out(note)
+        self.out(report.message)
 
     def here_missing(self) -> bool:
         try:

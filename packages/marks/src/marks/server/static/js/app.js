@@ -3,6 +3,8 @@
 import views from "../views/index.js";
 import { download, get, request, token } from "./api.js";
 import { h, snippet } from "./dom.js";
+import { offerUndo } from "./undo.js";
+import { closeViewer, showSnapshots, takeSnapshot } from "./snapshots.js";
 
 const PAGE = 50;
 const $ = (selector) => document.querySelector(selector);
@@ -191,6 +193,7 @@ function openEditor(bookmark) {
   $("#edit-error").textContent = "";
   $("#editor").showModal();
   form.url.focus();
+  showSnapshots(bookmark).catch((error) => message(error.message, true));
 }
 
 async function saveEditor(event) {
@@ -205,7 +208,10 @@ async function saveEditor(event) {
   };
   try {
     if (state.editing) {
-      replaceRow(await request("PATCH", `/bookmarks/${state.editing.id}`, { json: fields }));
+      const before = state.editing;
+      const saved = await request("PATCH", `/bookmarks/${state.editing.id}`, { json: fields });
+      replaceRow(saved);
+      if (textChanged(before, saved)) offerUndo(`Saved “${saved.title || saved.url}”`, ui.refresh);
     } else {
       await request("POST", "/bookmarks", { json: fields });
       await load();
@@ -217,6 +223,12 @@ async function saveEditor(event) {
   }
 }
 
+// Text an edit overwrote (url, title, description, tags): the server keeps it for undo.
+function textChanged(before, after) {
+  return ["url", "title", "description"].some((name) => before[name] !== after[name]) ||
+    before.tags.join("\n") !== after.tags.join("\n");
+}
+
 async function deleteEditing() {
   const bookmark = state.editing;
   if (!bookmark || !window.confirm(`Delete “${bookmark.title || bookmark.url}”?`)) return;
@@ -226,6 +238,7 @@ async function deleteEditing() {
     state.selected.delete(bookmark.id);
     await load();
     renderSidebar();
+    offerUndo(`Deleted “${bookmark.title || bookmark.url}” (moved to the trash)`, ui.refresh);
   } catch (error) {
     $("#edit-error").textContent = error.message;
   }
@@ -258,6 +271,7 @@ async function bulkTag() {
     message(`tagged ${result.changed} bookmark(s) with ${tag}`); // after the reload, which clears it
     renderSidebar();
     message(`tagged ${result.changed} bookmark(s) with ${tag}`); // after load(), which resets it
+    offerUndo(`Tagged ${result.changed} bookmark(s) with ${tag}`, ui.refresh);
   } catch (error) {
     message(error.message, true);
   }
@@ -331,6 +345,8 @@ $("#add").addEventListener("click", () => openEditor(null));
 $("#edit-form").addEventListener("submit", saveEditor);
 $("#edit-cancel").addEventListener("click", () => $("#editor").close());
 $("#edit-delete").addEventListener("click", deleteEditing);
+$("#snapshot-take").addEventListener("click", () => takeSnapshot(state.editing));
+$("#snapshot-close").addEventListener("click", closeViewer);
 $("#more").addEventListener("click", () => load(true));
 $("#bulk-apply").addEventListener("click", bulkTag);
 $("#bulk-queue").addEventListener("click", queueSelected);

@@ -7,5 +7,6 @@ import dates from "./dates.js";
 import health from "./health.js";
 import queue from "./queue.js";
 import tags from "./tags.js";
+import trash from "./trash.js";
 
-export default [collections, queue, health, tags, dates];
+export default [collections, queue, health, tags, dates, trash];

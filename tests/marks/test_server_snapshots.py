@@ -1,0 +1,218 @@
+"""Snapshots over HTTP against a live `marks serve`: capture (what the extension sends), fetch,
+list, delete; and viewing is safe -- a snapshot holding a script that calls the API, or an
+`onerror=` handler, changes nothing when opened in Chromium, directly or in the web UI's frame."""
+
+import zlib
+
+import pytest
+
+from marks import pagestore
+from marks.store import Store
+from support import chromium_path
+from support.marksserve import Served, start_marks
+from support.servers import wait_until
+from support.snapshotsite import SnapshotSite
+
+sync_api = pytest.importorskip("playwright.sync_api")
+
+ATTACK = (
+    "<!doctype html><html><head><title>Hostile</title></head><body>"
+    "<p id='text'>looks harmless</p>"
+    "<script>fetch('/bookmarks/1', {method: 'DELETE'}); document.title = 'ran';</script>"
+    "<img src=x onerror=\"fetch('/bookmarks/1', {method: 'DELETE'}); document.title = 'ran'\">"
+    "</body></html>"
+)
+
+
+def _raw_snapshot(db, bookmark_id: int, html: str) -> int:
+    """A snapshot stored as is, past the sanitiser: what the sandbox must hold on its own."""
+    store = Store(db)
+    try:
+        with store.transaction():
+            blob = pagestore.put(store, html.encode())
+            return store.value(
+                "INSERT INTO snapshots (bookmark_id, taken_at, url, source, blob, size) "
+                "VALUES (?, '2026-11-26T00:00:00Z', 'https://x.example/', 'browser', ?, ?) "
+                "RETURNING id",
+                (bookmark_id, blob, len(html)),
+            )
+    finally:
+        store.close()
+
+
+def test_capture_list_view_and_delete(served):
+    bookmark = served.add("https://captured.example/", title="Captured")
+    sent = served.http.post(
+        f"/bookmarks/{bookmark['id']}/snapshots",
+        json={"html": ATTACK, "url": "https://captured.example/"},
+    )
+    assert sent.status_code == 201, sent.text
+    snapshot = sent.json()
+    assert snapshot["source"] == "browser" and snapshot["bookmark_id"] == bookmark["id"]
+    assert snapshot["title"] == "Hostile"
+    listed = served.http.get(f"/bookmarks/{bookmark['id']}/snapshots").json()
+    assert [item["id"] for item in listed] == [snapshot["id"]]
+    shown = served.http.get(f"/snapshots/{snapshot['id']}")
+    assert shown.status_code == 200
+    assert shown.headers["content-type"] == "text/html; charset=utf-8"
+    assert shown.headers["content-security-policy"].startswith("sandbox;")
+    assert "default-src 'none'" in shown.headers["content-security-policy"]
+    assert shown.headers["x-content-type-options"] == "nosniff"
+    assert "set-cookie" not in shown.headers
+    assert len(shown.headers.get_list("content-security-policy")) == 1  # not the UI's as well
+    # Sanitised again on the server: the client is trusted with nothing.
+    assert "<script" not in shown.text and "onerror" not in shown.text
+    assert "looks harmless" in shown.text
+    # Its text is the bookmark's content, so search finds it.
+    hits = served.http.get("/search", params={"q": "harmless", "fts": 1}).json()
+    assert [hit["bookmark"]["id"] for hit in hits["hits"]] == [bookmark["id"]]
+    assert served.http.delete(f"/snapshots/{snapshot['id']}").status_code == 204
+    assert served.http.get(f"/snapshots/{snapshot['id']}").status_code == 404
+    assert served.http.get(f"/bookmarks/{bookmark['id']}/snapshots").json() == []
+
+
+def test_bad_captures_are_refused_with_json_errors(served):
+    bookmark = served.add("https://captured.example/")
+    too_big = served.http.post(
+        f"/bookmarks/{bookmark['id']}/snapshots", json={"html": "<p>" + "x" * (21 * 1024 * 1024)}
+    )
+    assert too_big.status_code == 413 and too_big.json()["error"] == "Payload too large"
+    missing = served.http.post("/bookmarks/999/snapshots", json={"html": "<p>x</p>"})
+    assert missing.status_code == 404 and missing.json()["error"] == "Not found"
+    unknown = served.http.post(f"/bookmarks/{bookmark['id']}/snapshots", json={"page": 1})
+    assert unknown.status_code == 422
+    assert served.http.get("/snapshots/12345").status_code == 404
+    assert served.http.get(f"/bookmarks/{bookmark['id']}/snapshots").json() == []
+
+
+def test_without_html_the_server_fetches_the_page_itself(served):
+    with SnapshotSite() as site:
+        bookmark = served.add(site.url("/article"))
+        taken = served.http.post(f"/bookmarks/{bookmark['id']}/snapshots", json={})
+        assert taken.status_code == 201, taken.text
+        body = served.http.get(f"/snapshots/{taken.json()['id']}").text
+    assert "skerries" in body and "data:font/woff2" in body and "<script" not in body
+    assert {"url": site.other("/img/missing.png"), "reason": "HTTP 404"} in taken.json()["omitted"]
+    refused = served.http.post("/bookmarks/999/snapshots", json={})
+    assert refused.status_code == 404
+
+
+@pytest.fixture(scope="module")
+def browser():
+    with sync_api.sync_playwright() as playwright:
+        launched = playwright.chromium.launch(executable_path=chromium_path())
+        yield launched
+        launched.close()
+
+
+def test_opening_a_hostile_snapshot_changes_nothing(served, browser, tmp_path):
+    target = served.add("https://target.example/", title="Must survive")
+    control = served.add("https://control.example/", title="Deleted by the control page")
+    hostile = _raw_snapshot(served.db, target["id"], ATTACK)
+    context = browser.new_context()
+    page = context.new_page()
+    calls = []
+    page.on("request", lambda request: calls.append((request.method, request.url)))
+    # The control: the same HTML served from marks' origin without the sandbox does run, and
+    # deletes a bookmark -- so what follows would see it if the sandbox let anything through.
+    page.route(
+        f"{served.url}/control",
+        lambda route: route.fulfill(
+            status=200,
+            content_type="text/html",
+            body=ATTACK.replace("/bookmarks/1", f"/bookmarks/{control['id']}"),
+        ),
+    )
+    with page.expect_request_finished(lambda request: request.method == "DELETE"):
+        page.goto(f"{served.url}/control")
+    assert page.title() == "ran"
+    assert served.http.get(f"/bookmarks/{control['id']}").status_code == 404
+    calls.clear()
+
+    shots = tmp_path / "screenshots"
+    shots.mkdir()
+    page.goto(f"{served.url}/snapshots/{hostile}", wait_until="load")
+    assert page.locator("#text").text_content() == "looks harmless"
+    assert page.title() == "Hostile"  # neither the script nor the handler ran
+    page.screenshot(path=str(shots / "snapshot-direct.png"))
+    # In the web UI: listed in the editor, opened in a sandboxed frame.
+    page.goto(served.url + "/")
+    page.wait_for_selector("body[data-loaded=true]")
+    page.click("#list > li >> text=Edit")
+    page.wait_for_selector("#snapshot-list .open-snapshot")
+    page.screenshot(path=str(shots / "editor-snapshots.png"))
+    page.click("#snapshot-list .open-snapshot")
+    frame_element = page.wait_for_selector("#snapshot-frame")
+    assert frame_element.get_attribute("sandbox") == ""
+    frame = frame_element.content_frame()
+    frame.wait_for_selector("#text")
+    frame.wait_for_load_state("load")
+    assert frame.title() == "Hostile"
+    page.screenshot(path=str(shots / "snapshot-viewer.png"))
+    assert not [call for call in calls if call[0] == "DELETE"], calls
+    assert served.http.get(f"/bookmarks/{target['id']}").status_code == 200
+    context.close()
+
+
+def test_stored_pages_stay_compressed_in_the_database(served):
+    bookmark = served.add("https://big.example/")
+    page = "<p>" + "the same sentence again. " * 20000 + "</p>"
+    sent = served.http.post(f"/bookmarks/{bookmark['id']}/snapshots", json={"html": page})
+    assert sent.status_code == 201
+    store = Store(served.db)
+    try:
+        stored = store.value(
+            "SELECT data FROM snapshot_blobs b JOIN snapshots s "
+            "ON s.blob = b.sha256 WHERE s.id = ?",
+            (sent.json()["id"],),
+        )
+    finally:
+        store.close()
+    assert len(stored) < len(page) / 20 and b"same sentence" in zlib.decompress(stored)
+
+
+def test_the_web_ui_takes_a_snapshot_and_opens_it_sandboxed(served, browser, tmp_path):
+    shots = tmp_path / "screenshots"
+    shots.mkdir()
+    with SnapshotSite() as site:
+        served.add(site.url("/article"), title="The article")
+        context = browser.new_context(viewport={"width": 1200, "height": 800})
+        page = context.new_page()
+        errors = []
+        page.on("pageerror", lambda error: errors.append(str(error)))
+        page.goto(served.url + "/")
+        page.wait_for_selector("body[data-loaded=true]")
+        page.click("#list > li >> text=Edit")
+        sync_api.expect(page.locator("#snapshot-status")).to_have_text("No snapshots yet.")
+        page.click("#snapshot-take")
+        sync_api.expect(page.locator("#snapshot-status")).to_have_text("Snapshot taken.")
+        sync_api.expect(page.locator("#snapshot-list .snapshot")).to_have_count(1)
+        assert "left out" in page.inner_text("#snapshot-list")  # the 404 image and frame 3
+        page.click("#snapshot-list .open-snapshot")
+        frame = page.wait_for_selector("#snapshot-frame").content_frame()
+        frame.wait_for_selector("h1")
+        assert frame.inner_text("h1") == "The lighthouse keeper's diary"
+        assert frame.title() == "Lighthouse keepers"  # its script did not rename it
+        page.screenshot(path=str(shots / "snapshot-taken-in-ui.png"))
+        page.click("#snapshot-close")
+        assert page.locator("#snapshot-frame").count() == 0
+        context.close()
+    assert not errors, errors
+
+
+def test_snapshot_on_add_takes_one_for_bookmarks_added_through_the_api(tmp_path):
+    config = tmp_path / "config" / "marks"
+    config.mkdir(parents=True)
+    (config / "config.toml").write_text("snapshot_on_add = true\n")
+    served = Served(
+        start_marks(tmp_path / "library.db", tmp_path), tmp_path / "library.db", tmp_path
+    )
+    try:
+        with SnapshotSite() as site:
+            added = served.add(site.url("/article"))  # answered at once; the snapshot follows
+            path = f"/bookmarks/{added['id']}/snapshots"
+            assert wait_until(lambda: served.http.get(path).json(), timeout=30)
+            assert served.http.get(path).json()[0]["source"] == "fetch"
+            assert site.hits["/article"] == 1
+    finally:
+        served.close()
