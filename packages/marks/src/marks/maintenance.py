@@ -102,13 +102,15 @@ def vacuum(library: Library) -> tuple[int, int]:
     return before, library.store.size_bytes
 
 
+def _loose_key(*values: "apsw.SQLiteValue") -> str:
+    return loose_key(str(values[0]))  # registered with one argument
+
+
 def duplicate_groups(library: Library) -> list[list[int]]:
     """Groups of bookmark ids that are the same page by `loose_key`, oldest first; the groups
     in the order of their first bookmark. SQLite groups the keys (its sorter spills to disk), so
     memory stays flat: a dict of every key held 400 MB at a million bookmarks."""
-    library.store.db.create_scalar_function(
-        "marks_loose_key", lambda url: loose_key(str(url)), 1, deterministic=True
-    )
+    library.store.db.create_scalar_function("marks_loose_key", _loose_key, 1, deterministic=True)
     rows = library.store.execute(
         "SELECT group_concat(id, ',' ORDER BY added, id) FROM "
         "(SELECT id, added, marks_loose_key(url) AS page FROM bookmarks) "
