@@ -71,7 +71,7 @@ def rest_list(library: Library) -> None:
 
 def test_unread_is_listed_from_its_own_index_at_a_million(library):
     # Most of a library is unread: its page must come from an index in its order, not from
-    # the older index on visit_count followed by a sort of 600,000 rows (schema 9).
+    # the older index on visit_count followed by a sort of 600,000 rows (schema 11).
     assert library.store.value("SELECT stat FROM sqlite_stat1 WHERE idx = 'bookmarks_added'") == (
         "1000000 1"
     )

@@ -221,7 +221,7 @@ class Filesystem:
         assert recent is not None  # /recent is a collection: it always has a selection
         counted["recent"] = recent
 
-        # One statement of one count each, so each reads its own index (schema 9): one pass
+        # One statement of one count each, so each reads its own index (schema 11): one pass
         # over every bookmark computing all the sums at once read a million rows.
         parts = [_counting(selection) for selection in counted.values()]
         row = self.store.one(
