@@ -161,7 +161,13 @@ def start_node(start_server, redis_server):
     put on the cluster's allowlist unless allow=False."""
     from support.jobclient import worker_key
 
-    def start(*args: str, concurrency: int = 1, allow: bool = True, url: str | None = None):
+    def start(
+        *args: str,
+        concurrency: int = 1,
+        allow: bool = True,
+        url: str | None = None,
+        state: Path | None = None,
+    ):
         node = start_server(
             *GENEROUS,
             "--cluster",
@@ -173,6 +179,7 @@ def start_node(start_server, redis_server):
             "--lost-after",
             "3",
             *args,
+            state=state,
         )
         if allow:
             subprocess.run(
