@@ -90,6 +90,8 @@ def test_the_store_stopped_gives_503_then_every_node_recovers_by_itself(
     (Layout.for_state(state).work / job / "go").write_text("")
     assert wait_until(lambda: not (Layout.for_state(state).work / job).exists(), timeout=60)
     redis_server.start()
+    for node in (worker, front):  # by themselves: nobody restarts them
+        assert wait_until(lambda url=node.url: httpx.get(f"{url}/health").status_code == 200)
     record = wait_finished(front.url, job, timeout=60)
     assert record["status"] == "completed", record
     assert httpx.get(f"{front.url}/logs/{job}").text == "held\nreleased\n"

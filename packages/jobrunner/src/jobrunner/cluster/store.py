@@ -61,6 +61,7 @@ class Store:
         self.prefix = prefix
         self.healthy = True
         self.healthy_since = time.monotonic()
+        self.failed_at = 0.0
 
     def key(self, *parts: str) -> str:
         return self.prefix + ":".join(parts)
@@ -81,10 +82,12 @@ class Store:
 
     def _failed(self) -> None:
         self.healthy = False
+        self.failed_at = time.monotonic()
 
     def check(self) -> None:
-        """503 at once while the store is known to be down (no request waits for a timeout)."""
-        if not self.healthy:
+        """503 at once while the store has just failed (no request waits for a timeout); after
+        TIMEOUT, a request tries again, as the heartbeat does."""
+        if not self.healthy and time.monotonic() - self.failed_at < TIMEOUT:
             raise errors.ClusterUnavailable("the cluster's store does not answer")
 
     async def ping(self) -> bool:
