@@ -22,11 +22,18 @@ local t = redis.call('TIME')
 local now = tonumber(t[1]) + tonumber(t[2]) / 1000000
 local function usage(c, window)
   local held = p .. 'held:' .. c
-  redis.call('ZREMRANGEBYSCORE', held, '-inf', now - window)
-  local total = 0
-  for _, m in ipairs(redis.call('ZRANGE', held, 0, -1)) do
-    total = total + tonumber(string.match(m, ':([^:]+)$'))
+  local expired = redis.call('ZRANGEBYSCORE', held, '-inf', now - window)
+  if #expired > 0 then
+    local gone = 0
+    for _, m in ipairs(expired) do gone = gone + tonumber(string.match(m, ':([^:]+)$')) end
+    redis.call('ZREMRANGEBYSCORE', held, '-inf', now - window)
+    if redis.call('EXISTS', held) == 0 then
+      redis.call('DEL', p .. 'heldsum:' .. c)
+    else
+      redis.call('INCRBYFLOAT', p .. 'heldsum:' .. c, -gone)
+    end
   end
+  local total = tonumber(redis.call('GET', p .. 'heldsum:' .. c) or '0')
   for _, start in ipairs(redis.call('HVALS', p .. 'run:' .. c)) do
     total = total + math.max(0, now - tonumber(start))
   end
@@ -54,7 +61,7 @@ local function position(id, window)
   end
   return ahead
 end
-local function finish(id, node, record, retention)
+local function finish(id, node, record, retention, window)
   local job = p .. 'job:' .. id
   local state = redis.call('HGET', job, 'state')
   if state ~= 'claimed' and state ~= 'running' and state ~= 'queued' then return 0 end
@@ -69,7 +76,12 @@ local function finish(id, node, record, retention)
     local start = redis.call('HGET', p .. 'run:' .. c, id)
     redis.call('HDEL', p .. 'run:' .. c, id)
     if start then
-      redis.call('ZADD', p .. 'held:' .. c, now, id .. ':' .. tostring(now - tonumber(start)))
+      local length = now - tonumber(start)
+      redis.call('ZADD', p .. 'held:' .. c, now, id .. ':' .. tostring(length))
+      redis.call('INCRBYFLOAT', p .. 'heldsum:' .. c, length)
+      -- a client who never comes back leaves nothing behind after the window
+      redis.call('EXPIRE', p .. 'held:' .. c, math.ceil(window))
+      redis.call('EXPIRE', p .. 'heldsum:' .. c, math.ceil(window))
     end
   end
   redis.call('HSET', job, 'state', 'finished', 'record', record)
@@ -142,14 +154,14 @@ redis.call('DEL', p .. 'upload:' .. id)
 return 1
 """
 
-# ARGV: prefix, id, node ('' for any), record, retention
+# ARGV: prefix, id, node ('' for any), record, retention, window
 _FINISH = """
 local id = ARGV[2]
 local state = redis.call('HGET', p .. 'job:' .. id, 'state')
 if state == 'queued' or state == 'claimed' then
   redis.call('DECRBY', p .. 'queued_bytes', redis.call('STRLEN', p .. 'upload:' .. id))
 end
-return finish(id, ARGV[3], ARGV[4], tonumber(ARGV[5]))
+return finish(id, ARGV[3], ARGV[4], tonumber(ARGV[5]), tonumber(ARGV[6]))
 """
 
 # ARGV: prefix, id, node: a claimed job whose node is gone, never started, goes back to the
@@ -239,7 +251,8 @@ class ClusterQueue:
     async def finish(self, job_id: str, node: str, record: bytes) -> bool:
         """The final record (once: False if the job had finished, or is not `node`'s; `node`
         '' finishes a queued job, as a cancel does)."""
-        return bool(await self._run(self._finish, job_id, node, record, int(self.retention)))
+        retention = int(self.retention)
+        return bool(await self._run(self._finish, job_id, node, record, retention, self.window))
 
     async def requeue(self, job_id: str, node: str) -> bool:
         return bool(await self._run(self._requeue, job_id, node))

@@ -44,7 +44,7 @@ class Registry:
         async with client.pipeline(transaction=True) as pipe:
             pipe.set(self.store.key("alive", facts.node_id), b"1", px=int(self.lost_after * 1000))
             pipe.hset(self.store.key("nodes"), facts.node_id, msgspec.json.encode(facts))
-            await self.store.call(pipe.execute())
+            await self.store.call(pipe.execute(), probe=True)
 
     async def leave(self, node_id: str) -> None:
         async with self.store.client.pipeline(transaction=True) as pipe:

@@ -13,6 +13,7 @@ Key layout (every key starts with the prefix, `jr:` by default):
   running              hash: claimed or running job id -> node id
   run:{client}         hash: the client's claimed or running job ids -> start time
   held:{client}        sorted set: `id:seconds` of the client's ended jobs, by end time
+  heldsum:{client}     float: the seconds in held:{client}, summed
   log:{id}             stream: the job's log in chunks (field d), then field end = final state
   rl:{client}          hash: active (jobs accepted and not finished)
   rlsub:{client}       sorted set: accepted submits by time (the hourly limit)
@@ -20,6 +21,7 @@ Key layout (every key starts with the prefix, `jr:` by default):
   nodes                hash: node id -> its facts as JSON (url, slots, free, draining)
   alive:{node}         string with a time to live of --lost-after: the node's heartbeat
   allowed              set: the public keys allowed to take jobs (the operator's allowlist)
+  queued_bytes         counter: bytes of the uploads held for queued and claimed jobs
 """
 
 import asyncio
@@ -35,17 +37,23 @@ from jobrunner import errors
 
 T = TypeVar("T")
 PREFIX = "jr:"
-# A request to the store that takes longer fails: the interface answers 503 within a second.
-TIMEOUT = 0.5
-_FAILURES = (redis_errors.ConnectionError, redis_errors.TimeoutError, OSError, TimeoutError)
+# The heartbeat (twice a second) is the probe: when it is not answered within PROBE_TIMEOUT, or a
+# connection is refused, the store is taken as down and every request answers 503 at once, so
+# that every endpoint says `Cluster unavailable` within a second of an outage. A request of its
+# own may take REQUEST_TIMEOUT (a loaded node's event loop can be slow to read an answer; that
+# is no outage of the store, and it fails that request alone).
+PROBE_TIMEOUT = 0.75
+REQUEST_TIMEOUT = 3.0
+_TIMEOUTS = (redis_errors.TimeoutError, TimeoutError)
+_FAILURES = (redis_errors.ConnectionError, OSError, *_TIMEOUTS)
 
 
 def connect(url: str) -> "aioredis.Redis":
     """A client for redis://, rediss:// (TLS) or unix:// URLs, user and password included."""
     return aioredis.from_url(
         url,
-        socket_timeout=TIMEOUT,
-        socket_connect_timeout=TIMEOUT,
+        socket_timeout=REQUEST_TIMEOUT,
+        socket_connect_timeout=PROBE_TIMEOUT,
         health_check_interval=5,
         retry_on_timeout=False,
         decode_responses=False,
@@ -53,8 +61,8 @@ def connect(url: str) -> "aioredis.Redis":
 
 
 class Store:
-    """The client and its health: `healthy` is False from the first failed request until one
-    succeeds again (the heartbeat tries every half second)."""
+    """The client and its health: `healthy` is False from a failed probe (or a refused
+    connection) until a request succeeds again."""
 
     def __init__(self, client: "aioredis.Redis", prefix: str = PREFIX) -> None:
         self.client = client
@@ -66,13 +74,14 @@ class Store:
     def key(self, *parts: str) -> str:
         return self.prefix + ":".join(parts)
 
-    async def call(self, work: Awaitable[T]) -> T:
+    async def call(self, work: Awaitable[T], probe: bool = False) -> T:
         """`work`'s result, or ClusterUnavailable if the store cannot be reached in time."""
         try:
-            async with asyncio.timeout(2 * TIMEOUT):
+            async with asyncio.timeout(PROBE_TIMEOUT if probe else REQUEST_TIMEOUT):
                 result = await work
         except _FAILURES as error:
-            self._failed()
+            if probe or not isinstance(error, _TIMEOUTS):
+                self._failed()
             raise errors.ClusterUnavailable(
                 f"the cluster's store does not answer ({type(error).__name__})"
             ) from None
@@ -86,13 +95,13 @@ class Store:
 
     def check(self) -> None:
         """503 at once while the store has just failed (no request waits for a timeout); after
-        TIMEOUT, a request tries again, as the heartbeat does."""
-        if not self.healthy and time.monotonic() - self.failed_at < TIMEOUT:
+        PROBE_TIMEOUT, a request tries again, as the heartbeat does."""
+        if not self.healthy and time.monotonic() - self.failed_at < PROBE_TIMEOUT:
             raise errors.ClusterUnavailable("the cluster's store does not answer")
 
     async def ping(self) -> bool:
         with contextlib.suppress(errors.ClusterUnavailable):
-            await self.call(self.client.ping())
+            await self.call(self.client.ping(), probe=True)
             return True
         return False
 
