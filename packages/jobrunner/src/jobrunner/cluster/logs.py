@@ -1,7 +1,11 @@
-"""Job logs in the store: the running node appends its log to a capped stream (`log:{id}`, field
-`d` per chunk, a last entry with field `end` holding the final state), so that any node serves the
-log, plain or live, while the job runs and after. The node's own `jobs.Log` stays the source; a
-pump copies what it gains, at most every `BATCH` seconds, and retries while the store is away.
+"""Job logs in the store: the running node appends its log to a list (`log:{id}`), one entry per
+chunk (`d` + bytes), then a last entry `e` + the final state, so that any node serves the log,
+plain or live, while the job runs and after. The node's own `jobs.Log` stays the source; a pump
+copies what it gains, at most every `BATCH` seconds, and retries while the store is away.
+
+A list, not a Redis stream: a stream costs about 4.7 KB even for a two-line log (its listpack
+node is preallocated), a list of a few chunks about 100 bytes, and 10,000 finished jobs must fit
+in a few tens of MB. Live readers ask for what is new every `POLL` seconds.
 """
 
 import asyncio
@@ -14,9 +18,9 @@ from jobrunner.cluster.store import Store, text
 from jobrunner.jobs import Log
 
 CHUNK = 64 * 1024
-BATCH = 0.05  # seconds between two appends of a live log: bounds the entries of a stream
-# Entries kept at most (a log is capped by --log-cap-mb anyway; this bounds the entries' count).
-MAX_ENTRIES = 20_000
+BATCH = 0.05  # seconds between two appends of a live log: bounds the entries of a log
+POLL = 0.1  # seconds between two looks of a live reader at a log that has nothing new
+PAGE = 64  # entries read at once
 
 
 class LogStreams:
@@ -36,58 +40,54 @@ class LogStreams:
                 await asyncio.sleep(BATCH)
             while offset < len(log.data):
                 chunk = bytes(log.data[offset : offset + CHUNK])
-                await self._append(job_id, {b"d": chunk})
+                await self._append(job_id, b"d" + chunk)
                 offset += len(chunk)
             if log.closed and offset >= len(log.data):
-                await self._append(job_id, {b"end": (await state).encode()})
+                await self._append(job_id, b"e" + (await state).encode())
                 return
 
-    async def _append(self, job_id: str, fields: dict[Any, Any]) -> None:
+    async def _append(self, job_id: str, entry: bytes) -> None:
         client: Any = self.store.client
         while True:
             with contextlib.suppress(errors.ClusterUnavailable):
-                await self.store.call(
-                    client.xadd(self.key(job_id), fields, maxlen=MAX_ENTRIES, approximate=True)
-                )
+                await self.store.call(client.rpush(self.key(job_id), entry))
                 return
             await asyncio.sleep(0.5)
 
     async def end(self, job_id: str, state: str) -> None:
         """The end entry of a job whose node could not write it (lost, or cancelled queued)."""
-        await self.store.call(self.store.client.xadd(self.key(job_id), {b"end": state.encode()}))
+        client: Any = self.store.client
+        await self.store.call(client.rpush(self.key(job_id), b"e" + state.encode()))
+
+    async def _page(self, job_id: str, start: int) -> list[bytes]:
+        client: Any = self.store.client
+        found: list[bytes] = await self.store.call(
+            client.lrange(self.key(job_id), start, start + PAGE - 1)
+        )
+        return found
 
     async def read(self, job_id: str) -> AsyncIterator[bytes]:
         """The log as it is now, chunk by chunk."""
-        last = "-"
-        client: Any = self.store.client
-        while True:
-            entries: Any = await self.store.call(
-                client.xrange(self.key(job_id), min=last, count=64)
-            )
-            if last != "-":
-                entries = entries[1:]
-            if not entries:
-                return
-            for entry_id, fields in entries:
-                last = text(entry_id)
-                if b"d" in fields:
-                    yield fields[b"d"]
+        start = 0
+        while entries := await self._page(job_id, start):
+            start += len(entries)
+            for entry in entries:
+                if entry[:1] == b"d":
+                    yield entry[1:]
 
-    async def follow(self, job_id: str, block: float = 0.3) -> AsyncIterator[bytes | str]:
-        """Chunks (bytes) as they come; the final state (str) last. Waits `block` seconds at a
-        time, yielding b"" each time nothing came so the caller can look at the job meanwhile."""
-        last = "0-0"
-        client: Any = self.store.client
+    async def follow(self, job_id: str) -> AsyncIterator[bytes | str]:
+        """Chunks (bytes) as they come; the final state (str) last. Yields b"" each time nothing
+        came for POLL seconds, so that the caller can look at the job meanwhile."""
+        start = 0
         while True:
-            found: Any = await self.store.call(
-                client.xread({self.key(job_id): last}, count=64, block=int(block * 1000))
-            )
-            if not found:
+            entries = await self._page(job_id, start)
+            if not entries:
                 yield b""
+                await asyncio.sleep(POLL)
                 continue
-            for entry_id, fields in found[0][1]:
-                last = text(entry_id)
-                if b"end" in fields:
-                    yield text(fields[b"end"])
+            start += len(entries)
+            for entry in entries:
+                if entry[:1] == b"e":
+                    yield text(entry[1:])
                     return
-                yield fields[b"d"]
+                yield entry[1:]

@@ -52,10 +52,16 @@ local function position(id, window)
       if u < own then
         ahead = ahead + redis.call('LLEN', p .. 'cq:' .. c)
       elseif u == own then
-        for _, other in ipairs(redis.call('LRANGE', p .. 'cq:' .. c, 0, -1)) do
-          local s = tonumber(redis.call('ZSCORE', p .. 'queue', other))
-          if s < seq then ahead = ahead + 1 else break end
+        -- the jobs of c that came before this one (a client's list is in arrival order):
+        -- a binary search, so that a submit costs O(clients log n), not O(n)
+        local list = p .. 'cq:' .. c
+        local lo, hi = 0, redis.call('LLEN', list)
+        while lo < hi do
+          local mid = math.floor((lo + hi) / 2)
+          local s = tonumber(redis.call('ZSCORE', p .. 'queue', redis.call('LINDEX', list, mid)))
+          if s < seq then lo = mid + 1 else hi = mid end
         end
+        ahead = ahead + lo
       end
     end
   end

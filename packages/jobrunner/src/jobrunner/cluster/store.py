@@ -14,7 +14,7 @@ Key layout (every key starts with the prefix, `jr:` by default):
   run:{client}         hash: the client's claimed or running job ids -> start time
   held:{client}        sorted set: `id:seconds` of the client's ended jobs, by end time
   heldsum:{client}     float: the seconds in held:{client}, summed
-  log:{id}             stream: the job's log in chunks (field d), then field end = final state
+  log:{id}             list: the job's log in chunks (`d` + bytes), then `e` + the final state
   rl:{client}          hash: active (jobs accepted and not finished)
   rlsub:{client}       sorted set: accepted submits by time (the hourly limit)
   rlcpu:{client}       sorted set: `id:seconds` of CPU used, by time (the CPU limit)
@@ -48,16 +48,24 @@ _TIMEOUTS = (redis_errors.TimeoutError, TimeoutError)
 _FAILURES = (redis_errors.ConnectionError, OSError, *_TIMEOUTS)
 
 
+# Connections to the store at once: requests beyond it wait for one (up to REQUEST_TIMEOUT)
+# rather than fail; each live log followed from the store holds one while it waits for news.
+MAX_CONNECTIONS = 256
+
+
 def connect(url: str) -> "aioredis.Redis":
     """A client for redis://, rediss:// (TLS) or unix:// URLs, user and password included."""
-    return aioredis.from_url(
+    pool = aioredis.BlockingConnectionPool.from_url(
         url,
+        max_connections=MAX_CONNECTIONS,
+        timeout=REQUEST_TIMEOUT,
         socket_timeout=REQUEST_TIMEOUT,
         socket_connect_timeout=PROBE_TIMEOUT,
         health_check_interval=5,
         retry_on_timeout=False,
         decode_responses=False,
     )
+    return aioredis.Redis.from_pool(pool)
 
 
 class Store:
@@ -80,7 +88,7 @@ class Store:
             async with asyncio.timeout(PROBE_TIMEOUT if probe else REQUEST_TIMEOUT):
                 result = await work
         except _FAILURES as error:
-            if probe or not isinstance(error, _TIMEOUTS):
+            if probe or not isinstance(error, (*_TIMEOUTS, redis_errors.MaxConnectionsError)):
                 self._failed()
             raise errors.ClusterUnavailable(
                 f"the cluster's store does not answer ({type(error).__name__})"
