@@ -350,6 +350,7 @@ class ClusterService(JobService):
             await self.cancel_reservation(reservation)
             raise
         self.metrics.accepted.inc()
+        self._slot_freed.set()  # this node's claimer looks now, if it has a free slot
         log.info("job %s accepted into the cluster queue", job.id)
         return SubmitResult(job.id, "queued", position, job.job_hash)
 
