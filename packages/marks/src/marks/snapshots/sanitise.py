@@ -11,9 +11,9 @@ Iframes are the inliner's business; here their `srcdoc` is sanitised again, recu
 Nothing loads from the network, even opened from a file without the server's policy (a tracker
 would learn the page was read): an attribute that loads (`src`, `srcset`, `poster`,
 `background`, `ping`, an SVG `href` that is not a fragment) keeps only a `data:` value, and CSS
-(elements, `style` and presentation attributes) loses `@import`, `url()`s that are not `data:` or
-fragments, and strings naming a network URL (`image-set("https://...")`), spelt with CSS escapes
-or not. Iframes keep no `src` (the inliner turned the ones it could fetch into `srcdoc`).
+(elements, `style` and SVG presentation attributes) loses `@import`, `url()`s that are not
+`data:` or fragments, and strings naming a network URL (`image-set("https://...")`), spelt with
+CSS escapes or not. Iframes keep no `src` (the inliner made the ones it fetched `srcdoc`).
 
 No markup survives in raw text (mutation XSS): lexbor writes the text of `style`, `xmp`,
 `noembed`, ... verbatim even inside SVG or MathML, where a browser reads it as markup (and the
@@ -41,6 +41,10 @@ _STYLE_END = re.compile(r"</(style)", re.IGNORECASE)
 _MAX_DEPTH = 8  # nested srcdoc documents sanitised; deeper ones are dropped
 LOADING = ("src", "srcset", "poster", "background", "lowsrc", "dynsrc", "ping", "data")
 LINKS = ("a", "area", "form")  # their URLs are followed when clicked, not loaded
+# Attributes a browser reads as CSS (SVG presentation attributes that may name a URL).
+CSS_ATTRIBUTES = frozenset(
+    "style fill stroke filter mask clip-path cursor marker marker-start marker-mid marker-end".split()
+)
 RAW_TEXT_HIDDEN = "noembed, noframes, iframe"  # text a browser never shows
 RAW_TEXT_SHOWN = "xmp, plaintext"
 # An identifier or at-keyword spelt with CSS escapes (`\75rl(`, `@\69mport`).
@@ -135,7 +139,6 @@ def clean_tree(tree: LexborHTMLParser, depth: int = 0) -> None:
         return
     for node in root.traverse(include_text=False):
         attributes = node.attributes
-        link = node.tag in LINKS
         for name, value in list(attributes.items()):
             lowered = name.lower()
             if (
@@ -149,7 +152,7 @@ def clean_tree(tree: LexborHTMLParser, depth: int = 0) -> None:
                     del node.attrs[name]
                 else:
                     node.attrs[name] = clean(value, depth + 1)
-            elif value and ((not link and "url(" in value.lower()) or lowered == "style"):
+            elif value and lowered in CSS_ATTRIBUTES:
                 node.attrs[name] = safe_css(offline_css(value))
 
 
