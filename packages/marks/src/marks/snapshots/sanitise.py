@@ -43,7 +43,19 @@ LOADING = ("src", "srcset", "poster", "background", "lowsrc", "dynsrc", "ping", 
 LINKS = ("a", "area", "form")  # their URLs are followed when clicked, not loaded
 # Attributes a browser reads as CSS (SVG presentation attributes that may name a URL).
 CSS_ATTRIBUTES = frozenset(
-    "style fill stroke filter mask clip-path cursor marker marker-start marker-mid marker-end".split()
+    [
+        "style",
+        "fill",
+        "stroke",
+        "filter",
+        "mask",
+        "clip-path",
+        "cursor",
+        "marker",
+        "marker-start",
+        "marker-mid",
+        "marker-end",
+    ]
 )
 RAW_TEXT_HIDDEN = "noembed, noframes, iframe"  # text a browser never shows
 RAW_TEXT_SHOWN = "xmp, plaintext"
