@@ -10,6 +10,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from selectolax.lexbor import LexborHTMLParser
 
+from marks import extract
 from marks.snapshots.sanitise import clean, is_script_url
 
 TAGS = [
@@ -201,3 +202,17 @@ def test_the_browser_spellings_of_script_urls():
         assert is_script_url(value), value
     for value in ("https://a.example/javascript:x", "data:image/png;base64,AA", "#javascript:"):
         assert not is_script_url(value), value
+
+
+def test_hostile_sizes_take_linear_work_and_stay_inert():
+    """Input built to make a parser or a regular expression go quadratic: 200,000 nested tags
+    (lexbor alone took 25 s for 40,000 before nesting was bounded, so this would not finish),
+    and CSS full of open strings, open comments and spaces. No clock: the test ends or times out."""
+    deep = "<div>" * 200_000 + "<img src=x onerror=alert(1)><p>bottom</p>"
+    once = clean(deep)
+    _assert_inert(once)
+    assert "bottom" in once  # what is past the cut is kept, as text
+    page = extract.Page("https://deep.example/", "text/html", "utf-8", deep.encode())
+    assert "bottom" in extract.html_text(page).text  # content, which shares the fetch, too
+    css = '"\\' * 200_000 + "/* '" * 200_000 + "url(" + " " * 1_000_000 + "@import x" * 100_000
+    _assert_inert(clean(f"<style>{css}</style><div style='{css}'>x</div>"))

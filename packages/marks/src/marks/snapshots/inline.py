@@ -134,7 +134,7 @@ class Inliner:
 
     async def page(self, html: str, url: str, depth: int = 0) -> str:
         """`html` (found at `url`) inlined and sanitised."""
-        tree = LexborHTMLParser(html)
+        tree = extract.parse(html)
         base_node = tree.css_first("base[href]")
         base = urljoin(url, base_node.attributes.get("href") or "") if base_node else url
         await asyncio.gather(

@@ -29,6 +29,8 @@ import re
 
 from selectolax.lexbor import LexborHTMLParser, LexborNode
 
+from marks import extract
+
 REMOVED = (
     "script, base, object, embed, applet, frame, frameset, portal, template, link, "
     "animate, set, animatemotion, animatetransform, handler, listener"
@@ -65,9 +67,11 @@ _CSS_ESCAPE = re.compile(r"\\([0-9A-Fa-f]{1,6})[ \t\n\r\f]?|\\([^\n\r\f0-9A-Fa-f
 _ASCII_NAME = re.compile(r"[A-Za-z0-9_-]+")
 _CSS_IMPORT = re.compile(r"@import\b[^;{}]*;?", re.IGNORECASE)
 _CSS_REMOTE_URL = re.compile(r"""(?<![\w-])url\((?![\s"']*(?:data:|\#))""", re.IGNORECASE)
-# Comments are matched so that a quote inside one does not start a string.
+# Comments are matched so that a quote inside one does not start a string. Like CSS, a comment or
+# string left open ends at the end (a string also at a line break), and nothing backtracks: linear.
 _CSS_STRING = re.compile(
-    r"""/\*(?:[^*]|\*(?!/))*(?:\*/|$)|"((?:[^"\\\n]|\\[\s\S])*)"|'((?:[^'\\\n]|\\[\s\S])*)'"""
+    r"""/\*(?:[^*]|\*(?!/))*+(?:\*/)?"""
+    r"""|"((?:[^"\\\n]|\\[\s\S]?)*+)"?|'((?:[^'\\\n]|\\[\s\S]?)*+)'?"""
 )
 _NETWORK = re.compile(r"^\s*(?:(?:https?|ftp|wss?):|//|\\\\)", re.IGNORECASE)
 
@@ -183,6 +187,6 @@ def _loads(tag: str | None, name: str, value: str | None) -> bool:
 
 def clean(html: str, depth: int = 0) -> str:
     """`html` made inert (see the module's docstring)."""
-    tree = LexborHTMLParser(html)
+    tree = extract.parse(html)
     clean_tree(tree, depth)
     return tree.html or ""
