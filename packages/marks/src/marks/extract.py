@@ -24,6 +24,9 @@ _BLOCKS = (
 # its tree at 512, further start tags are written `&lt;`: text, never markup (in an attribute
 # value `&lt;` is `<` again, in raw text it stays text), so the cut can add nothing that runs.
 MAX_DEPTH = 512
+# Every `<name`, also in scripts, comments and attribute values: a scanner that skipped those
+# could be told where they start (`<p title="<script">`) and skip a whole hostile page. Tags in
+# script strings come in pairs (`"<div>" + x + "</div>"`), so they rarely move the count.
 _TAG = re.compile(r"<(/?)([A-Za-z][A-Za-z0-9:-]*)")
 # Tags that never stay open (void) or close themselves when a sibling starts: no depth.
 _FLAT = frozenset(
