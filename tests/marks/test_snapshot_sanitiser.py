@@ -216,3 +216,14 @@ def test_hostile_sizes_take_linear_work_and_stay_inert():
     assert "bottom" in extract.html_text(page).text  # content, which shares the fetch, too
     css = '"\\' * 200_000 + "/* '" * 200_000 + "url(" + " " * 1_000_000 + "@import x" * 100_000
     _assert_inert(clean(f"<style>{css}</style><div style='{css}'>x</div>"))
+
+
+def test_css_that_loads_nothing_keeps_its_meaning():
+    """Only what would load is rewritten: escaped selectors, quotes and icon-font code points,
+    `data:` and fragment URLs stay byte for byte."""
+    css = (
+        '.\\31 0px{color:red} .md\\:flex{display:flex} a::before{content:"\\f101 \\201C"} '
+        "b{background:url(data:image/gif;base64,R0lG) url('#grad')} c{d:\"e > f\"}"
+    )
+    tree = LexborHTMLParser(clean(f"<style>{css}</style>"))
+    assert tree.css_first("style").text() == css

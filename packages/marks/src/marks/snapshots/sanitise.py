@@ -64,7 +64,7 @@ RAW_TEXT_SHOWN = "xmp, plaintext"
 # An identifier or at-keyword spelt with CSS escapes (`\75rl(`, `@\69mport`).
 _CSS_NAME = re.compile(r"(?:[A-Za-z0-9_-]|\\[0-9A-Fa-f]{1,6}[ \t\n\r\f]?|\\[^\n\r\f0-9A-Fa-f])+")
 _CSS_ESCAPE = re.compile(r"\\([0-9A-Fa-f]{1,6})[ \t\n\r\f]?|\\([^\n\r\f0-9A-Fa-f])")
-_ASCII_NAME = re.compile(r"[A-Za-z0-9_-]+")
+_LOADING_NAMES = frozenset(["url", "import", "image-set", "-webkit-image-set", "image", "src"])
 _CSS_IMPORT = re.compile(r"@import\b[^;{}]*;?", re.IGNORECASE)
 _CSS_REMOTE_URL = re.compile(r"""(?<![\w-])url\((?![\s"']*(?:data:|\#))""", re.IGNORECASE)
 # Comments are matched so that a quote inside one does not start a string. Like CSS, a comment or
@@ -97,9 +97,9 @@ def _unescaped_name(match: "re.Match[str]") -> str:
     if "\\" not in name:
         return name
     plain = _CSS_ESCAPE.sub(lambda m: chr(int(m.group(1), 16)) if m.group(1) else m.group(2), name)
-    # Only names that become plain ASCII (`url`, `import`): anything else keeps its escapes, so
-    # a string's quote or backslash written as an escape never changes meaning.
-    return plain if _ASCII_NAME.fullmatch(plain) else name
+    # Only the names that load (`url`, `import`, ...): anything else keeps its escapes, so a
+    # selector's escaped digit (`.\\31 0px`) or a string's escaped quote keeps its meaning.
+    return plain if plain.lower() in _LOADING_NAMES else name
 
 
 def _string(match: "re.Match[str]") -> str:
