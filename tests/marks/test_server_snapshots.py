@@ -231,3 +231,55 @@ def test_snapshot_on_add_takes_one_for_bookmarks_added_through_the_api(tmp_path)
             assert site.hits["/article"] == 1
     finally:
         served.close()
+
+
+# Markup a parser reads one way and, serialised and parsed again, another (mutation XSS): a
+# raw-text element (style, xmp, noembed, ...) inside SVG/MathML, or moved there by the table
+# rules, comes back as live markup. Each handler here would retitle the page.
+MUTATING = [
+    "<svg><style>&lt;img src=x onerror=\"document.title='ran'\"&gt;</style></svg>",
+    "<math><xmp>&lt;img src=x onerror=\"document.title='ran'\"&gt;</xmp></math>",
+    "<math><mtext><table><mglyph><style><img src=x onerror=\"document.title='ran'\">",
+    "<math><mtext><table><mglyph><noembed><img src=x onerror=\"document.title='ran'\">",
+    "<svg><iframe>&lt;img src=x onerror=\"document.title='ran'\"&gt;</iframe></svg>",
+    "<math><plaintext>&lt;img src=x onerror=\"document.title='ran'\"&gt;</plaintext></math>",
+]
+# What a capture may still point at on the network: an exported snapshot opened from a file
+# must not tell anyone it was opened.
+TRACKERS = (
+    "<img src='http://tracker.invalid/img.gif'>"
+    "<video src='http://tracker.invalid/video.mp4' poster='http://tracker.invalid/poster.png'>"
+    "</video><table background='http://tracker.invalid/table.png'><tr><td>x</td></tr></table>"
+    "<div style=\"background: url('http://tracker.invalid/css.png')\">a</div>"
+    "<div style='background: \\75rl(http://tracker.invalid/escaped.png)'>b</div>"
+    "<style>@import 'http://tracker.invalid/import.css';"
+    "p { background-image: image-set('http://tracker.invalid/set.png' 1x) }</style>"
+    "<svg><image href='http://tracker.invalid/svg.png'/></svg>"
+    "<iframe src='http://tracker.invalid/frame.html'></iframe>"
+)
+
+
+def test_an_exported_capture_runs_nothing_and_loads_nothing_when_opened_from_a_file(
+    served, browser, tmp_path
+):
+    bookmark = served.add("https://captured.example/", title="Captured")
+    page_html = (
+        "<!doctype html><html><head><title>Captured</title></head><body><p id=text>kept</p>"
+        + "".join(MUTATING)
+        + TRACKERS
+        + "</body></html>"
+    )
+    sent = served.http.post(f"/bookmarks/{bookmark['id']}/snapshots", json={"html": page_html})
+    assert sent.status_code == 201, sent.text
+    exported = tmp_path / "snapshot.html"
+    exported.write_bytes(served.http.get(f"/snapshots/{sent.json()['id']}").content)
+    # Opened as `marks snapshot export` leaves it: a file, without the server's CSP.
+    context = browser.new_context()
+    page = context.new_page()
+    requests: list[str] = []
+    page.on("request", lambda request: requests.append(request.url))
+    page.goto(exported.as_uri(), wait_until="load")
+    assert page.locator("#text").text_content() == "kept"
+    assert page.title() == "Captured"  # no handler ran
+    assert [url for url in requests if not url.startswith(("file:", "data:"))] == []
+    context.close()
