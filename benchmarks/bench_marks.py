@@ -42,7 +42,7 @@ def run() -> list[Row]:
             seconds, peak = _import_in_child(db, source)
             size = f"{count // 1000}k"
             big = count == 100_000
-            rows.append(Row(f"import html {size} bookmarks", seconds, "s", 4 if big else None))
+            rows.append(Row(f"import html {size} bookmarks", seconds, "s", 2.5 if big else None))
             rows.append(Row(f"import html {size}: peak memory", peak, "MB", 60 if big else None))
             peaks[count] = peak
             if big:  # imports stream: ten times the bookmarks, (almost) the same peak

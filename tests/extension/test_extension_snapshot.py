@@ -1,48 +1,17 @@
-"""The extension's "Save a snapshot of this page" in Debian's chromium, against a live `marks
-serve` and a local page behind a cookie login: the page is captured as the logged-in user sees
-it (marks itself would get "log in first"), its stylesheet and picture inlined from the page's
-own context, its script and handler gone; by the background action (context menu, shortcut)
-and by the popup's button, which then links to the latest snapshot."""
+"""The extension's "Save a snapshot of this page" in Debian's chromium and firefox-esr (the shared
+`browser` fixture of tests/extension), against a live `marks serve` and a local page behind a
+cookie login: the page is captured as the logged-in user sees it (marks itself would get "log in
+first"), its stylesheet and picture inlined from the page's own context, its script and handler
+gone; by the background action (context menu, shortcut) and by the popup's button, which then
+links to the latest snapshot."""
 
-import subprocess
-import sys
-from pathlib import Path
+import base64
 
 import pytest
-from playwright.sync_api import expect
 
-from support import chromium_path
-from support.marksserve import Served, start_marks
-from support.snapshotsite import SnapshotSite, public_env
-
-ROOT = Path(__file__).parents[2]
-ARGS = [
-    "--headless=new",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
-
-
-@pytest.fixture(scope="module")
-def built(tmp_path_factory) -> Path:
-    out = tmp_path_factory.mktemp("extension")
-    subprocess.run([sys.executable, str(ROOT / "extension" / "build.py"), str(out)], check=True)
-    return out / "extension-chromium"
-
-
-@pytest.fixture
-def served(tmp_path):
-    server = Served(
-        start_marks(tmp_path / "library.db", tmp_path, env=public_env()),
-        tmp_path / "library.db",
-        tmp_path,
-    )
-    yield server
-    server.close()
+from support.browserui import expect
+from support.servers import wait_until
+from support.snapshotsite import PNG, SnapshotSite
 
 
 @pytest.fixture
@@ -51,45 +20,21 @@ def site():
         yield running
 
 
-@pytest.fixture
-def chromium(built, tmp_path):
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as pw:
-        context = pw.chromium.launch_persistent_context(
-            str(tmp_path / "profile"),
-            executable_path=chromium_path(),
-            args=[*ARGS, f"--disable-extensions-except={built}", f"--load-extension={built}"],
-        )
-        try:
-            worker = context.service_workers[0] if context.service_workers else None
-            if worker is None:
-                worker = context.wait_for_event("serviceworker", timeout=30_000)
-            yield context, worker
-        finally:
-            context.close()
-
-
-def _logged_in_tab(context, worker, site):
-    page = context.new_page()
-    page.goto(site.url("/login"))
-    page.goto(site.url("/private"))
+def _logged_in_tab(browser, site):
+    """A tab on the members-only page, after logging in (the session cookie) in another tab."""
+    login, _ = browser.tab(site.url("/login"))
+    assert "logged in" in login.inner_text("body")
+    page, tab = browser.tab(site.url("/private"))
     assert page.inner_text("#secret") == "The members-only tide table"
-    tab = worker.evaluate(
-        "async (url) => (await chrome.tabs.query({})).find((t) => t.url === url)",
-        site.url("/private"),
-    )
-    assert tab is not None
     return page, tab
 
 
-def test_a_page_behind_a_login_is_captured_as_the_user_sees_it(chromium, served, site, tmp_path):
-    context, worker = chromium
-    worker.evaluate(
-        "(v) => chrome.storage.local.set(v)", {"server": served.url, "token": served.token}
-    )
-    _, tab = _logged_in_tab(context, worker, site)
-    result = worker.evaluate("(tab) => marksActions.snapshotTab(tab)", tab)
+def test_a_page_behind_a_login_is_captured_as_the_user_sees_it(browser, server, site):
+    served = server.served
+    browser.configure(served.url, served.token)
+    _, tab = _logged_in_tab(browser, site)
+    pictures = site.hits["/members/picture.png"]
+    result = browser.run("(tab) => marksActions.snapshotTab(tab)", tab)
     assert result["status"] == "saved", result
     assert result["added"] is True and result["omitted"] == []
     bookmark = served.http.get("/bookmarks/lookup", params={"url": site.url("/private")}).json()
@@ -97,31 +42,28 @@ def test_a_page_behind_a_login_is_captured_as_the_user_sees_it(chromium, served,
     assert [item["source"] for item in listed] == ["browser"]
     html = served.http.get(f"/snapshots/{listed[0]['id']}").text
     assert "The members-only tide table" in html and "log in first" not in html
-    assert 'src="data:image/png;base64,' in html  # the picture, fetched with the page's cookie
-    assert "letter-spacing: 2px" in html  # its stylesheet, inlined
+    # The members-only picture and stylesheet (403 without the session cookie), inlined.
+    picture = base64.b64encode(PNG + b"members").decode()
+    assert f'src="data:image/png;base64,{picture}"' in html
+    assert "letter-spacing: 2px" in html
     assert "<script" not in html and "onerror" not in html
-    assert site.hits["/img/private.png"] >= 2  # the page's own load, and the capture's
+    assert site.hits["/members/picture.png"] > pictures  # the capture asked the site for it
     # marks fetching the page itself is refused: only the browser has the session.
     refused = served.http.post(f"/bookmarks/{bookmark['id']}/snapshots", json={})
     assert refused.status_code == 422 and "HTTP 403" in refused.json()["details"]
     # The context menu item does the same, for a page that is a bookmark already.
-    again = worker.evaluate("(tab) => marksActions.menu('save-snapshot', {}, tab)", tab)
+    again = browser.run("(tab) => marksActions.menu('save-snapshot', {}, tab)", tab)
     assert again["status"] == "saved" and again["added"] is False
     assert len(served.http.get(f"/bookmarks/{bookmark['id']}/snapshots").json()) == 2
-    commands = {c["name"] for c in worker.evaluate("() => chrome.commands.getAll()")}
+    commands = {c["name"] for c in browser.run("() => chrome.commands.getAll()")}
     assert "save-snapshot" in commands
 
 
-def test_the_popup_saves_a_snapshot_and_links_to_the_latest(chromium, served, site, tmp_path):
-    context, worker = chromium
-    worker.evaluate(
-        "(v) => chrome.storage.local.set(v)", {"server": served.url, "token": served.token}
-    )
-    _, tab = _logged_in_tab(context, worker, site)
-    extension_id = worker.url.split("/")[2]
-    popup = context.new_page()
-    popup.set_viewport_size({"width": 380, "height": 520})
-    popup.goto(f"chrome-extension://{extension_id}/popup.html?url={tab['url']}&tab={tab['id']}")
+def test_the_popup_saves_a_snapshot_and_links_to_the_latest(browser, server, site):
+    served = server.served
+    browser.configure(served.url, served.token)
+    _, tab = _logged_in_tab(browser, site)
+    popup = browser.extension_page(f"popup.html?url={tab['url']}&tab={tab['id']}")
     expect(popup.locator("#snapshot")).to_be_visible()
     assert popup.locator("#snapshot-latest").is_hidden()
     popup.click("#snapshot")
@@ -132,10 +74,17 @@ def test_the_popup_saves_a_snapshot_and_links_to_the_latest(chromium, served, si
     expect(link).to_be_visible()
     href = link.get_attribute("href")
     assert href.startswith(f"{served.url}/snapshots/")
-    popup.screenshot(path=str(tmp_path / "popup-snapshot.png"), full_page=True)
-    with context.expect_page() as opening:  # the link, clicked as a person would
-        link.click()
-    opened = opening.value
-    opened.wait_for_load_state()
-    assert opened.inner_text("#secret") == "The members-only tide table"
-    assert opened.evaluate("() => window.ran") is None  # the page's script did not come along
+    browser.shot(popup, "popup-snapshot")
+    link.click()  # as a person would: the extension opens it in a new tab
+
+    def tab_open() -> bool:  # as the browser lists its tabs (also a round trip to Playwright)
+        return browser.run(
+            "async (url) => (await chrome.tabs.query({})).some((t) => t.url === url)", href
+        )
+
+    assert wait_until(tab_open, timeout=15), href
+    snapshot = next(p for p in browser.context.pages if p.url == href)
+    snapshot.wait_for_load_state()
+    assert snapshot.inner_text("#secret") == "The members-only tide table"
+    assert snapshot.evaluate("() => window.ran") is None  # the page's script did not come along
+    browser.shot(snapshot, "snapshot-opened-from-popup")

@@ -143,3 +143,57 @@ def templates(state_dir):
         'description = "broken"\npackages = ["this-package-does-not-exist-jobrunner==0.0.1"]\n'
     )
     return folder
+
+
+@pytest.fixture
+def redis_server(tmp_path):
+    """A real redis-server on a free loopback port (`--save '' --appendonly no`, in tmp_path)."""
+    from support.redisserver import RedisServer
+
+    server = RedisServer(tmp_path)
+    yield server
+    server.kill()
+
+
+@pytest.fixture
+def start_node(start_server, redis_server):
+    """A `jobrunner serve --cluster` node: start_node(concurrency=1, *args, allow=True). Its key is
+    put on the cluster's allowlist unless allow=False."""
+    from support.jobclient import worker_key
+
+    def start(
+        *args: str,
+        concurrency: int = 1,
+        allow: bool = True,
+        url: str | None = None,
+        state: Path | None = None,
+    ):
+        node = start_server(
+            *GENEROUS,
+            "--cluster",
+            url or redis_server.url,
+            "--concurrency",
+            str(concurrency),
+            "--trusted-proxy",
+            "127.0.0.1",
+            "--lost-after",
+            "3",
+            *args,
+            state=state,
+        )
+        if allow:
+            subprocess.run(
+                [
+                    JOBRUNNER,
+                    "cluster",
+                    "allow",
+                    worker_key(node.url),
+                    "--cluster",
+                    redis_server.url,
+                ],
+                check=True,
+                capture_output=True,
+            )
+        return node
+
+    return start

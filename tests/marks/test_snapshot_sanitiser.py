@@ -4,11 +4,13 @@ more of the same, text that tries to close a `<style>` -- no script element, no 
 and no script URL comes out, in the page or in any frame, as a browser would parse it."""
 
 import html
+import re
 
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from selectolax.lexbor import LexborHTMLParser
 
+from marks import extract
 from marks.snapshots.sanitise import clean, is_script_url
 
 TAGS = [
@@ -39,6 +41,17 @@ TAGS = [
     "option",
     "table",
     "frameset",
+    "mtext",
+    "mglyph",
+    "mi",
+    "noembed",
+    "noframes",
+    "plaintext",
+    "foreignObject",
+    "desc",
+    "video",
+    "use",
+    "image",
 ]
 ATTRIBUTES = [
     "onclick",
@@ -60,6 +73,9 @@ ATTRIBUTES = [
     "background",
     "srcset",
     "title",
+    "ping",
+    "fill",
+    "cursor",
 ]
 SCRIPTY = st.sampled_from(
     [
@@ -78,6 +94,10 @@ SCRIPTY = st.sampled_from(
         "https://ok.example/",
         "refresh",
         "0;url=javascript:alert(1)",
+        "&lt;img src=x onerror=alert(1)&gt;",
+        "http://tracker.example/x.png",
+        "url(//tracker.example/x.png)",
+        "\\75rl(http://tracker.example/x.png)",
     ]
 )
 TEXT = st.text(alphabet=st.sampled_from(list("<>/\"'=&; \tabsx!-")), max_size=12)
@@ -122,6 +142,34 @@ def _assert_inert(document: str, depth: int = 0) -> None:
                 _assert_inert(value, depth + 1)
     for style in tree.css("style"):  # nothing after a <style> closes it early
         assert "</style" not in style.text().lower()
+    assert not _loads_the_tracker(tree), document
+
+
+# CSS that fetches: `url(` (also spelt `\75rl(`), `@import`, or a string naming a network URL.
+_CSS_FETCH = re.compile(
+    r"""(?:(?<![\w-])(?:url|\\75 ?rl)\(\s*["']?|@import\s*["']?|["']\s*)(?:https?:)?//tracker""",
+    re.IGNORECASE,
+)
+
+
+def _loads_the_tracker(tree: LexborHTMLParser) -> bool:
+    """Whether a browser opening the document would fetch from tracker.example: a loading
+    attribute or a non-link `href` naming it, or CSS (elements, attributes) fetching it."""
+    if any(_CSS_FETCH.search(style.text()) for style in tree.css("style")):
+        return True
+    if tree.root is None:
+        return False
+    for node in tree.root.traverse(include_text=False):
+        for name, value in node.attributes.items():
+            if not value:
+                continue
+            loads = name in ("src", "srcset", "poster", "background", "ping") or (
+                name.endswith("href") and node.tag not in ("a", "area")
+            )
+            css = name in ("style", "fill", "filter", "mask", "cursor")
+            if (loads and "tracker.example" in value) or (css and _CSS_FETCH.search(value)):
+                return True
+    return False
 
 
 @settings(max_examples=250, deadline=None)
@@ -129,6 +177,20 @@ def _assert_inert(document: str, depth: int = 0) -> None:
 @example('<iframe src=" data:text/html,<script>alert(1)</script>"></iframe>')
 @example('<a href="java&#9;script:alert(1)">x</a><svg><script>alert(2)</script></svg>')
 @example('<style>a{}</style><script>x</script><iframe srcdoc="<img src=x onerror=alert(1)>">')
+# Mutation XSS: a raw-text element's text written verbatim, read as markup on the next parse.
+@example("<math><mtext><table><mglyph><style><img src=x onerror=alert(1)>")
+@example("<svg><style>&lt;img src=x onerror=alert(1)&gt;</style></svg>")
+@example("<math><xmp>&lt;img src=x onerror=alert(1)&gt;</xmp></math>")
+@example("<math><mtext><table><mglyph><noembed><img src=x onerror=alert(1)>")
+@example("<svg><iframe>&lt;img src=x onerror=alert(1)&gt;</iframe></svg>")
+@example("<math><plaintext>&lt;img src=x onerror=alert(1)&gt;</plaintext></math>")
+# Network loads left in a page (a tracker learns it was read).
+@example("<img src=http://tracker.example/i><video poster=//tracker.example/p></video>")
+@example("<svg><image href=http://tracker.example/i /><use href=//tracker.example/u#a /></svg>")
+@example("<p style='background:\\75rl(http://tracker.example/x)'>")
+@example("<style>@\\69mport 'http://tracker.example/a.css'</style>")
+@example("<style>p{b:image-set('//tracker.example/i' 1x)}</style><svg fill=url(//tracker.example)>")
+@example("<style>/* ' */ p{b:image-set(\"http://tracker.example/i\" 1x)} /* ' */</style>")
 def test_nothing_that_runs_survives(document):
     once = clean(document)
     _assert_inert(once)
@@ -140,3 +202,28 @@ def test_the_browser_spellings_of_script_urls():
         assert is_script_url(value), value
     for value in ("https://a.example/javascript:x", "data:image/png;base64,AA", "#javascript:"):
         assert not is_script_url(value), value
+
+
+def test_hostile_sizes_take_linear_work_and_stay_inert():
+    """Input built to make a parser or a regular expression go quadratic: 200,000 nested tags
+    (lexbor alone took 25 s for 40,000 before nesting was bounded, so this would not finish),
+    and CSS full of open strings, open comments and spaces. No clock: the test ends or times out."""
+    deep = "<div>" * 200_000 + "<img src=x onerror=alert(1)><p>bottom</p>"
+    once = clean(deep)
+    _assert_inert(once)
+    assert "bottom" in once  # what is past the cut is kept, as text
+    page = extract.Page("https://deep.example/", "text/html", "utf-8", deep.encode())
+    assert "bottom" in extract.html_text(page).text  # content, which shares the fetch, too
+    css = '"\\' * 200_000 + "/* '" * 200_000 + "url(" + " " * 1_000_000 + "@import x" * 100_000
+    _assert_inert(clean(f"<style>{css}</style><div style='{css}'>x</div>"))
+
+
+def test_css_that_loads_nothing_keeps_its_meaning():
+    """Only what would load is rewritten: escaped selectors, quotes and icon-font code points,
+    `data:` and fragment URLs stay byte for byte."""
+    css = (
+        '.\\31 0px{color:red} .md\\:flex{display:flex} a::before{content:"\\f101 \\201C"} '
+        "b{background:url(data:image/gif;base64,R0lG) url('#grad')} c{d:\"e > f\"}"
+    )
+    tree = LexborHTMLParser(clean(f"<style>{css}</style>"))
+    assert tree.css_first("style").text() == css

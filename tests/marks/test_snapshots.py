@@ -250,3 +250,26 @@ def test_resources_keep_the_per_host_limit(marks, site):
     other = site.other().split("//")[1]
     assert site.hits["/img/slow19.png"] == 1
     assert 0 < site.peak[other] <= 2  # twenty images, never more than two at once
+
+
+def test_frames_written_inline_count_toward_the_depth_too(marks, site, tmp_path):
+    """An `<iframe srcdoc>` nests like an `<iframe src>`: past IFRAME_DEPTH (2) it is removed and
+    said, and what is in it is never fetched (a page could otherwise nest frames without end, each
+    level parsed, inlined and sanitised again)."""
+    import html
+
+    inner = f'<img id="deep" src="{site.other("/img/deep.png")}">'
+    for level in (3, 2, 1):
+        inner = f'<iframe id="f{level}" srcdoc="{html.escape(inner)}"></iframe>'
+    site.pages["/page/nested"] = ("text/html", f"<p>outer</p>{inner}".encode())
+    _ok(marks("bookmark", "add", site.url("/page/nested"), "--no-fetch"))
+    listed = json.loads(_ok(marks("-o", "json", "snapshot", "take", "1")).out)
+    assert listed[0]["outcome"] == "stored"
+    assert site.hits["/img/deep.png"] == 0
+    assert {"url": "about:srcdoc", "reason": "iframe nested over 2 deep"} in listed[0]["snapshot"][
+        "omitted"
+    ]
+    outer = _inert(_snapshot(marks, tmp_path))
+    second = LexborHTMLParser(outer.css_first("#f1").attributes["srcdoc"])
+    third = LexborHTMLParser(second.css_first("#f2").attributes["srcdoc"])
+    assert third.css_first("#f3") is None

@@ -1,42 +1,22 @@
 """No N+1: listings and the shell's directories run a bounded number of SQL statements whatever
-the page size. APSW's exec tracer counts every statement the program sends to SQLite."""
+the page size. APSW's exec tracer counts every statement the program sends to SQLite. The same
+statements, planned as for a million bookmarks (support.plans), read through indexes."""
 
 import contextlib
-import datetime as dt
 
-from marks import importing
-from marks.library import Library, Record
+from marks.library import Library
 from marks.shell import run_script
 from marks.shell.commands import Session
 from marks.store import Store
-
-NOW = dt.datetime(2026, 11, 18, 10, 30, tzinfo=dt.UTC)
-
-
-def fill(library: Library, size: int) -> None:
-    importing.import_records(
-        library,
-        [
-            Record(
-                url=f"https://site{n % 7}.example/page/{n}",
-                title=f"Page {n}",
-                tags=[f"topic/t{n}", f"Area{n % 3}/sub{n}"],
-                starred=n % 2 == 0,
-                visit_count=n % 4,
-                last_visited=NOW - dt.timedelta(days=n % 30) if n % 4 else None,
-                added=NOW - dt.timedelta(days=n),
-            )
-            for n in range(size)
-        ],
-    )
+from support.plans import NOW, fill, million_shaped, problems
 
 
 @contextlib.contextmanager
 def counted(store: Store):
-    statements: list[str] = []
+    statements: list[tuple[str, tuple]] = []
 
     def trace(cursor, sql, bindings) -> bool:
-        statements.append(sql)
+        statements.append((sql, bindings or ()))
         return True
 
     store.db.exec_trace = trace
@@ -83,13 +63,45 @@ ACTIONS = {
 
 def test_statement_counts_do_not_grow_with_the_library(tmp_path):
     libraries = []
-    for size in (12, 240):
-        library = Library(Store(tmp_path / f"{size}.db"))
+    for size in (12, 240, 240):
+        library = Library(Store(tmp_path / f"{size}-{len(libraries)}.db"))
         fill(library, size)
         libraries.append(library)
+    million_shaped(libraries[2].store)  # planned as for a million: other plans, same statements
     for name, action in ACTIONS.items():
-        small, large = (statements_for(library, action) for library in libraries)
-        assert small == large, (name, small, large)
+        small, large, million = (statements_for(library, action) for library in libraries)
+        assert small == large == million, (name, small, large, million)
         assert small <= 12, (name, small)
     for library in libraries:
         library.store.close()
+
+
+# What reads every bookmark or every tag link by its nature: the whole listing, all tags with
+# their counts, every bookmark below a directory (find's scope). They still read through an index;
+# nothing else may scan or sort everything.
+WHOLE = {
+    "list",
+    "list by tag",
+    "get many",
+    "tag counts",
+    "ls -l /tags",
+    "ls -la /tags/topic",
+    "find",
+}
+
+
+def test_statements_planned_for_a_million_read_only_what_they_need(tmp_path):
+    library = Library(Store(tmp_path / "library.db"))
+    fill(library, 240)
+    million_shaped(library.store)
+    found = {}
+    for name, action in ACTIONS.items():
+        with counted(library.store) as statements:
+            action(library)
+        for sql, bindings in statements:
+            if sql.lstrip().upper().startswith(("SELECT", "WITH")) and name not in WHOLE:
+                bad = problems(library.store, sql, bindings)
+                if bad:
+                    found[name] = (sql, bad)
+    library.store.close()
+    assert found == {}

@@ -551,6 +551,9 @@ class Expect:
     def _text(self) -> str | None:
         return self.locator._all("return found.length ? found[0].textContent : null;")
 
+    def to_be_visible(self) -> None:
+        self._hold(self.locator.is_visible, "visible")
+
     def to_have_count(self, count: int) -> None:
         self._hold(lambda: self.locator.count() == count, f"count {count}")
 

@@ -104,6 +104,7 @@ class SnapshotSite:
         add("/frame/{n}", self._frame)
         add("/login", self._login)
         add("/private", self._private)
+        add("/members/{name}", self._members)
         add("/page/{name}", self._page)
         add("/gallery", self._gallery)
         return app
@@ -167,12 +168,21 @@ class SnapshotSite:
             return web.Response(status=403, text="<p>log in first</p>", content_type="text/html")
         html = (
             "<!doctype html><html><head><title>Members only</title>"
-            '<link rel="stylesheet" href="/css/imported.css"></head><body>'
+            '<link rel="stylesheet" href="/members/style.css"></head><body>'
             '<p id="secret">The members-only tide table</p>'
-            '<img id="pic" src="/img/private.png" onerror="alert(1)">'
+            '<img id="pic" src="/members/picture.png" onerror="alert(1)">'
             "<script>window.ran = true</script></body></html>"
         )
         return web.Response(text=html, content_type="text/html")
+
+    async def _members(self, request):
+        """The private page's stylesheet and picture: for the logged-in user only, as on a
+        site that guards its members' files (a capture without the cookie loses them)."""
+        if request.cookies.get("session") != SESSION:
+            return web.Response(status=403, text="log in first")
+        if request.match_info["name"] == "style.css":
+            return web.Response(body=b"#secret { letter-spacing: 2px }", content_type="text/css")
+        return web.Response(body=PNG + b"members", content_type="image/png")
 
     async def _page(self, request):
         found = self.pages.get(request.path)

@@ -149,6 +149,30 @@ async def _log_chunks(log_: Log) -> AsyncIterator[bytes]:
         yield decoder.decode(bytes(log_.data[offset:stop]), final=stop == end).encode()
 
 
+@contextlib.asynccontextmanager
+async def submission(
+    request: Request, limit: int, limit_mb: int, deadline: float, timeout: float
+) -> AsyncIterator[tuple[str, list[uploads.UploadPart]]]:
+    """The manifest text and the file parts of a submit form, read within `limit` bytes by
+    `deadline` (the worker's and a cluster node's submit alike)."""
+    limited = Request(request.scope, _limited(request.receive, limit, limit_mb))
+    async with _read_form(limited, deadline, timeout) as form:
+        manifest = form.get("manifest")
+        if isinstance(manifest, UploadFile):
+            data = await manifest.read(MAX_MANIFEST + 1)
+            if len(data) > MAX_MANIFEST:
+                raise errors.invalid_manifest(_manifest_too_large())
+            manifest = data.decode("utf-8", "replace")
+        if manifest is None:
+            raise errors.invalid_manifest("Missing form field: manifest")
+        parts = [
+            uploads.UploadPart(part.filename, part.file)
+            for part in form.getlist("files")
+            if isinstance(part, UploadFile)
+        ]
+        yield manifest, parts
+
+
 def build_app(
     service: JobService, trusted: TrustedProxies, warning: str | None = None
 ) -> Starlette:
@@ -193,24 +217,10 @@ def build_app(
         deadline = time.monotonic() + s.upload_timeout
         handed_over = False  # from then on, the service gives the slot back if the job fails
         try:
-            limited = Request(request.scope, _limited(request.receive, limit, s.max_upload_mb))
-            async with contextlib.AsyncExitStack() as stack:
-                form = await stack.enter_async_context(
-                    _read_form(limited, deadline, s.upload_timeout)
-                )
-                manifest = form.get("manifest")
-                if isinstance(manifest, UploadFile):
-                    data = await manifest.read(MAX_MANIFEST + 1)
-                    if len(data) > MAX_MANIFEST:
-                        raise errors.invalid_manifest(_manifest_too_large())
-                    manifest = data.decode("utf-8", "replace")
-                if manifest is None:
-                    raise errors.invalid_manifest("Missing form field: manifest")
-                parts = [
-                    uploads.UploadPart(part.filename, part.file)
-                    for part in form.getlist("files")
-                    if isinstance(part, UploadFile)
-                ]
+            async with submission(request, limit, s.max_upload_mb, deadline, s.upload_timeout) as (
+                manifest,
+                parts,
+            ):
                 handed_over = True
                 result = await service.submit(who, manifest, parts, reservation, deadline)
         except BaseException:

@@ -46,7 +46,11 @@ def main() -> None:
 @click.option("--host", help="Address to listen on [127.0.0.1].")
 @click.option("--port", type=int, help="Port to listen on (0: any free port) [8080].")
 @click.option("--state-dir", help="Where keys, environments and job files live.")
-@click.option("--concurrency", type=click.IntRange(1), help="Jobs run in parallel [CPU count].")
+@click.option(
+    "--concurrency",
+    type=click.IntRange(0),
+    help="Jobs run in parallel [CPU count]; 0 (with --cluster): a front end that runs nothing.",
+)
 @click.option("--certfile", help="TLS certificate (PEM): serve HTTPS.")
 @click.option("--keyfile", help="TLS private key (PEM).")
 @click.option(
@@ -136,6 +140,27 @@ def main() -> None:
 )
 @click.option("--templates-dir", help="TOML templates that replace packaged ones by name.")
 @click.option(
+    "--cluster",
+    metavar="URL",
+    help="redis://HOST:PORT/DB (rediss:// for TLS, redis://user:password@...): this node is "
+    "one of the cluster whose queue lives in that Valkey/Redis 7+ [embedded: off].",
+)
+@click.option(
+    "--advertise",
+    metavar="URL",
+    help="http://HOST:PORT the other nodes reach this one on [the listener's, when concrete].",
+)
+@click.option(
+    "--lost-after",
+    type=click.FloatRange(0.1),
+    help="Seconds without a heartbeat after which a node's running jobs are worker_lost [10].",
+)
+@click.option(
+    "--cluster-upload-mb",
+    type=click.IntRange(1),
+    help="MiB of uploads the cluster holds for queued jobs at most (then 503) [1024].",
+)
+@click.option(
     "--jail-uid-base",
     type=click.IntRange(1),
     help="Running jobs are host uids from this one on, one per slot [2000000000].",
@@ -156,6 +181,76 @@ def serve(config_file: Path | None, trusted_proxies: tuple[str, ...], **options:
     except (ValueError, PermissionError, OSError, RuntimeError) as error:
         click.echo(f"jobrunner: {error}", err=True)
         sys.exit(1)
+
+
+_cluster_url = click.option(
+    "--cluster",
+    "url",
+    envvar="JOBRUNNER_CLUSTER",
+    required=True,
+    metavar="URL",
+    help="The cluster's Valkey/Redis: redis://HOST:PORT/DB (or $JOBRUNNER_CLUSTER).",
+)
+
+
+@main.group()
+def cluster() -> None:
+    """The cluster of `jobrunner serve --cluster`: its allowlist of node keys and its state."""
+
+
+def _in_cluster(url: str, action: Callable[..., Any], *args: Any) -> Any:
+    from jobrunner import errors
+    from jobrunner.cluster import admin
+
+    try:
+        return admin.run(url, lambda store: action(store, *args))
+    except errors.ClusterUnavailable as error:
+        click.echo(f"jobrunner: {url}: {error}", err=True)
+        sys.exit(1)
+
+
+@cluster.command(name="allow")
+@click.argument("key")
+@_cluster_url
+def cluster_allow(key: str, url: str) -> None:
+    """Let the node with this public key (its worker_id, GET /health) take jobs."""
+    from jobrunner.cluster import admin
+
+    if not admin.valid_key(key):
+        raise click.UsageError(f"not an Ed25519 public key in base64: {key!r}")
+    _in_cluster(url, admin.allow, key)
+    click.echo(f"allowed: {key}")
+
+
+@cluster.command(name="deny")
+@click.argument("key")
+@_cluster_url
+def cluster_deny(key: str, url: str) -> None:
+    """Take the key off the allowlist: its node takes no more jobs, its records no longer verify."""
+    from jobrunner.cluster import admin
+
+    _in_cluster(url, admin.deny, key)
+    click.echo(f"denied: {key}")
+
+
+@cluster.command(name="list")
+@_cluster_url
+def cluster_list(url: str) -> None:
+    """The allowed keys, one a line."""
+    from jobrunner.cluster import admin
+
+    for key in _in_cluster(url, admin.listing):
+        click.echo(key)
+
+
+@cluster.command(name="status")
+@_cluster_url
+def cluster_status(url: str) -> None:
+    """The nodes (free slots, lost ones), the queue length and the jobs running."""
+    from jobrunner.cluster import admin
+
+    for line in _in_cluster(url, admin.status):
+        click.echo(line)
 
 
 @main.group()

@@ -27,7 +27,10 @@ class Settings(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     host: str = "127.0.0.1"
     port: int = 8080
     state_dir: str = msgspec.field(default_factory=default_state_dir)
-    concurrency: int = msgspec.field(default_factory=lambda: os.cpu_count() or 1)
+    # 0 only with `cluster`: a front end that runs nothing.
+    concurrency: Annotated[int, msgspec.Meta(ge=0)] = msgspec.field(
+        default_factory=lambda: os.cpu_count() or 1
+    )
     certfile: str | None = None
     keyfile: str | None = None
     trusted_proxies: list[str] = []
@@ -73,6 +76,14 @@ class Settings(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     # format of the log on stderr (`json`: one object per line, see `jobrunner.logformat`).
     metrics: str | None = None
     log_format: Literal["text", "json"] = "text"
+    # Several machines (cluster/): the Valkey/Redis URL that makes this node one of a cluster,
+    # the URL the other nodes reach this one on (derived from host and port when concrete), the
+    # seconds after which a silent node's running jobs are `worker_lost`, and the bytes of
+    # uploads the cluster holds for queued jobs at most (beyond: 503, as a full queue).
+    cluster: str | None = None
+    advertise: str | None = None
+    lost_after: Annotated[float, msgspec.Meta(gt=0)] = 10.0
+    cluster_upload_mb: Annotated[int, msgspec.Meta(ge=1)] = 1024
 
     @property
     def state(self) -> Path:
@@ -84,7 +95,7 @@ class Settings(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
         quarter at least one): 3 of 4, 1 of 2, none of 1."""
         if self.reserved_slots is not None:
             return self.reserved_slots
-        return self.concurrency - max(1, self.concurrency // 4)
+        return max(0, self.concurrency - max(1, self.concurrency // 4))
 
 
 class PoolSettings(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
@@ -168,6 +179,10 @@ def _merge(kind: type[S], prefix: str, config_file: Path | None, overrides: dict
                 f"or ${prefix}{key.upper()})"
             ) from None
         raise ValueError(f"invalid setting: {_located(message, source)}") from None
+    if isinstance(settings, Settings) and settings.concurrency == 0 and not settings.cluster:
+        raise ValueError(
+            "invalid setting: --concurrency 0 (a front end that runs nothing) needs --cluster"
+        )
     metrics = getattr(settings, "metrics", None)  # the server's and the pool's
     if metrics is not None:
         where = source.get("metrics", "`metrics`").replace("{}", "metrics")

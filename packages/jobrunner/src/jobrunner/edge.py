@@ -38,6 +38,7 @@ _STATUS: dict[type[errors.JobrunnerError], tuple[int, str]] = {
     errors.RateLimited: (429, "Rate limit exceeded"),
     errors.ShuttingDown: (503, "Service unavailable"),
     errors.Busy: (503, "Service unavailable"),
+    errors.ClusterUnavailable: (503, "Cluster unavailable"),
 }
 
 
@@ -52,6 +53,7 @@ _REASONS: dict[type[errors.JobrunnerError], str] = {
     errors.ShuttingDown: "shutting_down",
     errors.NoWorkerAvailable: "no_worker",
     errors.WorkerUnreachable: "worker_unreachable",
+    errors.ClusterUnavailable: "cluster_unavailable",
 }
 
 
@@ -111,6 +113,8 @@ def http_error(error: errors.JobrunnerError) -> HTTPError:
         )
     if isinstance(error, errors.ShuttingDown):
         return HTTPError(status, title, error.details, headers={"Retry-After": "30"})
+    if isinstance(error, errors.ClusterUnavailable):
+        return HTTPError(status, title, error.details, headers={"Retry-After": "1"})
     if isinstance(error, errors.Busy):
         headers = {"Retry-After": str(error.retry_after)}
         return HTTPError(status, title, error.details, headers=headers)

@@ -90,6 +90,10 @@ class NoWorkerAvailable(JobrunnerError):
         self.retry_after = retry_after
 
 
+class ClusterUnavailable(JobrunnerError):
+    """The cluster's store (Valkey/Redis) does not answer: nothing about any job can be said."""
+
+
 def invalid_manifest(details: str) -> InvalidManifest:
     return InvalidManifest(details)
 

@@ -34,30 +34,20 @@ import aiohttp
 import msgspec
 from yarl import URL
 
-from jobrunner import errors
+from jobrunner import errors, vouching
 from jobrunner.jobs import timestamp
 from jobrunner.logformat import client_key
 from jobrunner.metrics import PoolMetrics
 from jobrunner.ratelimit import Limits, RateLimiter, Reservation, StreamSlot
-from jobrunner.signing import (
-    FINISHED,
-    RecordProblem,
-    WorkerKey,
-    challenge_message,
-    check_record,
-    result_message,
-    verify_signature,
-)
+from jobrunner.signing import FINISHED, WorkerKey, challenge_message, verify_signature
 from jobrunner.spool import Spool
 from jobrunner.wire import (
-    ExecutionMetadata,
     Failure,
     Quota,
     Stats,
     StatusRecord,
     SubmitResult,
     SystemStats,
-    WorkerMetadata,
     decode_status,
 )
 from servekit import descriptors, rate_key
@@ -470,17 +460,7 @@ class Pool:
 
     def _problem(self, job: PoolJob, record: StatusRecord) -> str | None:
         """Why the pool cannot vouch for this record of `job` (None: it can)."""
-        if record.status not in FINISHED:
-            if record.job_id != job.job_id:
-                return f"job_id: {record.job_id!r} is another job's"
-            if job.job_hash is not None and record.job_hash != job.job_hash:
-                return f"job_hash: {record.job_hash!r} is not the one announced at submit"
-            return None
-        try:
-            check_record(record, job.worker.entry.key, job_id=job.job_id, job_hash=job.job_hash)
-        except RecordProblem as problem:
-            return str(problem)
-        return None
+        return vouching.problem(record, {job.worker.entry.key}, job.job_id, job.job_hash)
 
     async def cancel_job(self, job_id: str) -> StatusRecord:
         """Ask the job's worker to cancel it; its answer (the final record, checked as every
@@ -589,23 +569,7 @@ class Pool:
     def _own_record(self, job: PoolJob, failure: Failure) -> StatusRecord:
         """A finished record the pool makes (and signs with its own key) when the worker's
         cannot be used: nothing of the worker's is vouched for, so it carries no results."""
-        now = timestamp()
-        record = StatusRecord(
-            job_id=job.job_id,
-            status="failed",
-            execution_metadata=ExecutionMetadata(),
-            job_hash=job.job_hash or "",
-            output_files={},
-            worker_metadata=WorkerMetadata(self.key.worker_id, None),
-            position=None,
-            created_at=job.created_at,
-            started_at=None,
-            finished_at=now,
-            wall_seconds=0.0,
-            failure=failure,
-        )
-        record.worker_metadata.signature = self.key.sign(result_message(record))
-        return record
+        return vouching.own_record(self.key, job.job_id, job.job_hash, job.created_at, failure)
 
     def route(self, job_id: str) -> tuple[Worker, str]:
         """The worker to proxy a read to, and the job id as a URL path segment."""

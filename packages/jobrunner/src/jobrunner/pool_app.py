@@ -1,9 +1,5 @@
-"""The pool's HTTP front end: the same interface as a worker, answered through the workers.
-
-Upstream URLs are built from what the routes parsed and checked (a known job id, an output path
-without empty, `.` or `..` segments), each part percent-encoded again, never from the path the
-client sent: `/download/ID/%2e%2e/%2e%2e/stats` must not reach a worker's `/stats`.
-"""
+"""The pool's HTTP front end: the same interface as a worker, answered through the workers
+(reads are passed on by `jobrunner.proxying`, shared with the cluster mode)."""
 
 import asyncio
 import contextlib
@@ -15,33 +11,15 @@ from starlette.applications import Starlette
 from starlette.requests import HTTPConnection, Request
 from starlette.responses import Response
 from starlette.websockets import WebSocket, WebSocketDisconnect
-from yarl import URL
 
-from jobrunner import __version__, errors
+from jobrunner import __version__, errors, proxying
 from jobrunner.app import interface, unless_gone, wait_seconds
 from jobrunner.edge import drop_small_body, refusal_recorder, refuse_websocket
 from jobrunner.logformat import client_key
 from jobrunner.pool import Pool
 from jobrunner.spool import Spool
 from jobrunner.wire import ServerInfo
-from servekit import ClientStream, JSONResponse, TrustedProxies, client_ip, while_connected
-
-PASSED_HEADERS = (
-    "content-type",
-    "content-disposition",
-    "x-content-type-options",
-    "content-security-policy",
-    "content-length",
-    "retry-after",
-)
-
-
-def output_path(path: str) -> str:
-    """An output path as a URL path, or 404: only plain relative segments are passed on."""
-    segments = path.split("/")
-    if any(part in ("", ".", "..") or "\0" in part for part in segments):
-        raise errors.file_not_found(path)
-    return "/".join(quote(part, safe="") for part in segments)
+from servekit import JSONResponse, TrustedProxies, client_ip
 
 
 def build_pool_app(pool: Pool, trusted: TrustedProxies, max_upload_mb: int = 50) -> Starlette:
@@ -121,27 +99,7 @@ def build_pool_app(pool: Pool, trusted: TrustedProxies, max_upload_mb: int = 50)
         session: aiohttp.ClientSession,
         on_close: Callable[[], None] | None = None,
     ) -> Response:
-        # The worker counts the client's streams too (the pool is its trusted proxy).
-        forwarded = {"X-Forwarded-For": client_ip(request, trusted)}
-        try:
-            reply = await session.get(URL(upstream, encoded=True), headers=forwarded)
-        except BaseException as error:
-            if on_close is not None:
-                on_close()  # no response will start that could give the slot back
-            if isinstance(error, aiohttp.ClientError | TimeoutError):
-                raise errors.WorkerUnreachable(type(error).__name__) from None
-            raise
-        headers = {k: v for k, v in reply.headers.items() if k.lower() in PASSED_HEADERS}
-
-        async def body() -> AsyncIterator[bytes]:
-            try:
-                async for chunk in reply.content.iter_chunked(1 << 16):
-                    yield chunk
-            finally:
-                reply.release()
-
-        # Read from the worker only while the client is there to take it.
-        return ClientStream(body(), reply.status, headers=headers, on_close=on_close)
+        return await proxying.proxy(upstream, session, client_ip(request, trusted), on_close)
 
     async def logs(request: Request) -> Response:
         worker, job = pool.route(request.path_params["job_id"])
@@ -155,7 +113,7 @@ def build_pool_app(pool: Pool, trusted: TrustedProxies, max_upload_mb: int = 50)
 
     async def download(request: Request) -> Response:
         worker, job = pool.route(request.path_params["job_id"])
-        path = output_path(request.path_params["filepath"])
+        path = proxying.output_path(request.path_params["filepath"])
         upstream = f"{worker.url}/download/{job}/{path}"
         close = metrics.counted("download", pool.open_proxied(client_ip(request, trusted)))
         return await proxy(request, upstream, pool.session("streams"), close)
@@ -193,7 +151,9 @@ def build_pool_app(pool: Pool, trusted: TrustedProxies, max_upload_mb: int = 50)
             try:
                 with contextlib.suppress(WebSocketDisconnect):
                     job_path = quote(job.job_id, safe="")
-                    await _relay(websocket, pool, job.worker.url, job_path, client)
+                    await proxying.relay(
+                        websocket, pool.session("streams"), job.worker.url, job_path, client
+                    )
             finally:
                 pool.open_streams -= 1
                 uncount()
@@ -237,35 +197,3 @@ async def _receive(
                 await body.write(chunk)
     except TimeoutError:
         raise errors.UploadTimeout(f"the upload did not arrive within {timeout:g} s") from None
-
-
-async def _relay(websocket: WebSocket, pool: Pool, worker_url: str, job: str, client: str) -> None:
-    """Pass the worker's live log on, with its close code; stop at once if the client leaves."""
-    url = URL(worker_url.replace("http", "ws", 1) + f"/logs/{job}/stream", encoded=True)
-    try:
-        forwarded = {"X-Forwarded-For": client}
-        async with pool.session("streams").ws_connect(
-            url, heartbeat=30, headers=forwarded
-        ) as upstream:
-
-            async def pump() -> None:
-                while True:
-                    message = await upstream.receive()
-                    if message.type == aiohttp.WSMsgType.TEXT:
-                        await websocket.send_text(message.data)
-                        continue
-                    # The worker's close code and reason (1000 + final status, 1013, ...).
-                    if message.type == aiohttp.WSMsgType.CLOSE:
-                        await websocket.close(message.data or 1000, message.extra or "")
-                    else:
-                        await websocket.close(1011, "worker lost")
-                    return
-
-            await while_connected(websocket, pump())
-    except aiohttp.WSServerHandshakeError as refused:
-        if refused.status == 429:  # the worker's own per-client limit (a client also going direct)
-            await websocket.close(1013, "too many log streams; try again later")
-        else:
-            await websocket.close(1011, "worker lost")
-    except (aiohttp.ClientError, TimeoutError):
-        await websocket.close(1011, "worker lost")

@@ -2,14 +2,18 @@
 
 import logging
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from jobrunner import logformat
 from jobrunner.config import load, metrics_address
 from jobrunner.metrics import Metrics
 from jobrunner.signing import WorkerKey
 from servekit import Listener, SideApp, TrustedProxies, serve
+
+if TYPE_CHECKING:
+    from jobrunner.cluster.service import ClusterService
 
 log = logging.getLogger("jobrunner")
 
@@ -52,9 +56,24 @@ def run_server(config_file: Path | None = None, **overrides: Any) -> None:
     key = WorkerKey.load_or_create(settings.state / "worker.key")
     # What a pool's allowlist and a verifier (`jobrunner verify --worker-id`) need from this host.
     logformat.say(settings.log_format, "server.identity", f"worker_id {key.worker_id}")
-    service = JobService(settings, runner, key)
-    app = build_app(service, TrustedProxies(settings.trusted_proxies), warning)
     listener = Listener(settings.host, settings.port, settings.certfile, settings.keyfile)
+    trusted = TrustedProxies(settings.trusted_proxies)
+    announce = logformat.announcer(settings.log_format, "listening")
+    service: JobService
+    if settings.cluster:
+        from jobrunner.cluster.http import build_cluster_app
+        from jobrunner.cluster.service import ClusterService
+        from jobrunner.cluster.store import Store, connect
+
+        cluster = ClusterService(
+            settings, runner, key, Store(connect(settings.cluster)), settings.advertise or ""
+        )
+        app = build_cluster_app(cluster, trusted, warning)
+        announce = _advertiser(cluster, settings.host, announce)
+        service = cluster
+    else:
+        service = JobService(settings, runner, key)
+        app = build_app(service, trusted, warning)
     # On SIGTERM the service first drains while the server still answers: submits get 503,
     # accepted jobs get `shutdown_grace` and stay readable; then it serves the finished ones
     # until they are collected or deleted (a pool in front must read their records). Then the
@@ -66,12 +85,30 @@ def run_server(config_file: Path | None = None, **overrides: Any) -> None:
             graceful_timeout=5,
             before_shutdown=service.shutdown,
             write_timeout=settings.write_timeout,
-            on_ready=logformat.announcer(settings.log_format, "listening"),
+            on_ready=announce,
             side=side_apps(settings.metrics, settings.port, settings.log_format, service.metrics),
         )
     finally:
         if isinstance(runner, Sandbox):
             runner.close()
+
+
+def _advertiser(
+    service: "ClusterService", host: str, announce: Callable[[str], None]
+) -> Callable[[str], None]:
+    """Once the listener is up: the URL the other nodes reach this one on, if not given, is the
+    listener's own, when it is concrete (not a wildcard address)."""
+
+    def ready(url: str) -> None:
+        if not service.advertise:
+            if host in ("0.0.0.0", "::", ""):  # noqa: S104 (a test of the address, no binding)
+                raise ValueError(
+                    f"--host {host} is not an address other nodes can reach: give --advertise"
+                )
+            service.advertise = url.rstrip("/")
+        announce(url)
+
+    return ready
 
 
 def side_apps(

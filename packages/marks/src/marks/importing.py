@@ -35,6 +35,10 @@ _LOOKUP = 500  # url_keys per `IN (...)` lookup
 # next (a folder's bookmarks), so a small cache has almost every hit a large one has; a full cache
 # is emptied, never grown (50,000 tag lists held 20 MB at 100,000 bookmarks).
 CACHE = 2048
+# Tag ids by name, bounded higher: a miss costs two statements, and a lifetime's library has tens
+# of thousands of tags (a folder is a tag), so a cache of 2,048 was emptied every few batches and
+# looked up 300,000 tags again at a million bookmarks. 65,536 names and ids take a few MB.
+TAG_IDS = 65_536
 # Temporary tables (the connection's own, dropped at the end): the rows this import merged into,
 # whose tag text is refreshed at the end, and the library's rows it took out of the full-text
 # indexes to do so. Sets of ids here would grow with every duplicate in the file.
@@ -335,7 +339,7 @@ class Importer:
                 self.report.skipped += 1
                 self.problem(entry.where, f"skipped (already bookmarked as {known}): {record.url}")
         self.insert(list(fresh.values()))
-        if len(self.tag_ids) >= CACHE:  # a file with ever new tags: ids are looked up again
+        if len(self.tag_ids) >= TAG_IDS:  # a file with ever new tags: ids are looked up again
             self.tag_ids.clear()
             self.library._tag_ids.clear()
 

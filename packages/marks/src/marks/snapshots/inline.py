@@ -134,7 +134,7 @@ class Inliner:
 
     async def page(self, html: str, url: str, depth: int = 0) -> str:
         """`html` (found at `url`) inlined and sanitised."""
-        tree = LexborHTMLParser(html)
+        tree = extract.parse(html)
         base_node = tree.css_first("base[href]")
         base = urljoin(url, base_node.attributes.get("href") or "") if base_node else url
         await asyncio.gather(
@@ -231,6 +231,10 @@ class Inliner:
 
     async def _frame(self, node: LexborNode, base: str, depth: int) -> None:
         src = (node.attributes.get("src") or "").strip()
+        if "srcdoc" in node.attributes and depth >= IFRAME_DEPTH:  # nests like any frame
+            self.omitted.append(Omitted("about:srcdoc", f"iframe nested over {IFRAME_DEPTH} deep"))
+            node.decompose()
+            return
         if "srcdoc" in node.attributes:
             if "src" in node.attributes:
                 del node.attrs["src"]

@@ -1,0 +1,325 @@
+"""jobrunner serve --cluster (issue 24): nodes on one redis-server, measured against one node and
+against the embedded mode on this machine. Other work shares this 2-core machine while it runs
+(say so next to any number quoted).
+
+(a) jobs that each sleep 1 s: 3 nodes of 4 slots against 1 node of 4 slots (jobs/s);
+(b) the queue alone: 100 nodes played by this benchmark over the cluster protocol (the Lua
+    scripts: enqueue, claim, start, finish with a record), no sandbox, no HTTP (jobs/s); and what
+    a front end adds to a submit (p50) over the embedded mode;
+(c) 10,000 finished jobs held: the store's used_memory, and a front end's RSS before and after
+    reading 2,000 of them;
+(d) hello world, submit to completed, in cluster mode against the embedded mode (median).
+"""
+
+import asyncio
+import multiprocessing
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+import msgspec
+
+from bench_jobrunner import Server, tarball
+from run import Row
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tests"))
+
+from jobrunner.cluster.queue import ClusterQueue  # noqa: E402
+from jobrunner.cluster.store import Store, connect  # noqa: E402
+from support.jobclient import GENEROUS, worker_key  # noqa: E402
+from support.redisserver import RedisServer  # noqa: E402
+
+BIN = Path(sys.executable).parent
+SLEEPER = b"import time\ntime.sleep(1)\n"
+HELLO = b"print('hello')\n"
+
+
+def allow(redis: RedisServer, url: str) -> None:
+    subprocess.run(
+        [str(BIN / "jobrunner"), "cluster", "allow", worker_key(url), "--cluster", redis.url],
+        check=True,
+        capture_output=True,
+    )
+
+
+def node(redis: RedisServer, concurrency: int, *args: str) -> Server:
+    server = Server(
+        *GENEROUS,
+        "--cluster",
+        redis.url,
+        "--concurrency",
+        str(concurrency),
+        "--trusted-proxy",
+        "127.0.0.1",
+        *args,
+    )
+    allow(redis, server.url)
+    return server
+
+
+async def _run_one(client: httpx.AsyncClient, url: str, code: bytes) -> float:
+    started = time.perf_counter()
+    while True:  # as a client does: a 503 is tried again after its Retry-After
+        answer = await client.post(
+            f"{url}/submit",
+            files={"files": ("job.tar.gz", tarball(code))},
+            data={"manifest": '{"entrypoint": "main.py"}'},
+        )
+        if answer.status_code != 503:
+            break
+        await asyncio.sleep(float(answer.headers.get("Retry-After", "1")))
+    assert answer.status_code == 200, answer.text
+    job = answer.json()["job_id"]
+    while True:
+        try:
+            reply = await client.get(f"{url}/status/{job}", params={"wait": "10"})
+        except httpx.TransportError:  # a kept-alive connection the server had just closed
+            continue
+        record = reply.json()
+        if "status" not in record:  # an error answer: say it, ask again
+            print(f"status of {job}: {reply.status_code} {record}", file=sys.stderr)
+            await asyncio.sleep(0.5)
+            continue
+        if record["status"] in ("completed", "failed"):
+            assert record["status"] == "completed", record
+            return time.perf_counter() - started
+
+
+def sleepers_per_second(urls: list[str], jobs: int) -> float:
+    async def measure() -> float:
+        async with httpx.AsyncClient(timeout=120, limits=httpx.Limits(max_connections=100)) as c:
+            started = time.perf_counter()
+            await asyncio.gather(*(_run_one(c, urls[n % len(urls)], SLEEPER) for n in range(jobs)))
+            return jobs / (time.perf_counter() - started)
+
+    return asyncio.run(measure())
+
+
+def hello_median(url: str, rounds: int = 20) -> float:
+    async def measure() -> float:
+        async with httpx.AsyncClient(timeout=60) as client:
+            for _ in range(3):
+                await _run_one(client, url, HELLO)
+            times = [await _run_one(client, url, HELLO) for _ in range(rounds)]
+            return statistics.median(times) * 1000
+
+    return asyncio.run(measure())
+
+
+def submit_p50(url: str, rounds: int = 40) -> float:
+    """The time a submit takes to be answered (the job is only queued)."""
+    body = tarball(b"import time\ntime.sleep(30)\n")
+    times = []
+    with httpx.Client(timeout=30) as client:
+        for _ in range(rounds + 3):
+            started = time.perf_counter()
+            answer = client.post(
+                f"{url}/submit",
+                files={"files": ("job.tar.gz", body)},
+                data={"manifest": '{"entrypoint": "main.py", "timeout": 30}'},
+            )
+            times.append(time.perf_counter() - started)
+            answer.raise_for_status()
+    return statistics.median(times[3:]) * 1000
+
+
+RECORD = b"x" * 700  # a status record's size, about
+PROCESSES = 4  # the simulated nodes are spread over processes, as nodes are
+
+
+def _feed(url: str, jobs: int, go: Any) -> None:
+    async def feed() -> None:
+        store = Store(connect(url))
+        queue = ClusterQueue(store)
+        go.wait()
+        for n in range(jobs):
+            job = f"bench{n:08d}xxxxxxxxxx"
+            await queue.enqueue(job, f"c{n % 10}", RECORD, "h", b"u" * 200, "ip", 10**6, 10**9)
+        await store.client.set("jr:bench-fed", b"1")
+        await store.close()
+
+    asyncio.run(feed())
+
+
+def _nodes(url: str, names: list[str], go: Any) -> None:
+    """Simulated nodes: each claims (polling every 50 ms when idle, as a node does), starts and
+    finishes one job at a time, on a connection of its own."""
+
+    async def node(name: str) -> None:
+        store = Store(connect(url))
+        queue = ClusterQueue(store)
+        while True:
+            claimed = await queue.claim(name, f"http://{name}")
+            if claimed is None:
+                if await store.client.get("jr:bench-fed") and not await queue.length():
+                    break
+                await asyncio.sleep(0.05)
+                continue
+            await queue.start(claimed.job_id, name, RECORD)
+            await queue.finish(claimed.job_id, name, RECORD)
+        await store.close()
+
+    async def all_nodes() -> None:
+        go.wait()
+        await asyncio.gather(*(node(name) for name in names))
+
+    asyncio.run(all_nodes())
+
+
+def queue_throughput(redis: RedisServer, jobs: int = 10_000, nodes: int = 100) -> float:
+    """Jobs/s through the queue's scripts: a feeder process enqueues, 100 simulated nodes in
+    PROCESSES processes claim, start and finish (with a record of a realistic size)."""
+    redis.cli("SADD", "jr:allowed", *(f"node{n}" for n in range(nodes)))
+    go = multiprocessing.Event()
+    names = [f"node{n}" for n in range(nodes)]
+    workers = [
+        multiprocessing.Process(target=_nodes, args=(redis.url, names[k::PROCESSES], go))
+        for k in range(PROCESSES)
+    ]
+    feeder = multiprocessing.Process(target=_feed, args=(redis.url, jobs, go))
+    for process in [feeder, *workers]:
+        process.start()
+    time.sleep(2)  # every process has imported and connected
+    started = time.perf_counter()
+    go.set()
+    for process in [feeder, *workers]:
+        process.join(600)
+    elapsed = time.perf_counter() - started
+    finished = int(redis.cli("EVAL", "return #redis.call('KEYS', 'jr:job:*')", "0"))
+    return finished / elapsed
+
+
+def memory_of_finished(redis: RedisServer, jobs: int = 10_000) -> float:
+    """MB of used_memory for `jobs` finished jobs, each with a record and a short log."""
+    redis.cli("FLUSHALL")
+    before = int(redis.cli("INFO", "memory").split("used_memory:")[1].split()[0])
+
+    async def fill() -> None:
+        store = Store(connect(redis.url))
+        queue = ClusterQueue(store)
+        await store.client.sadd("jr:allowed", "n")
+        record = msgspec.json.encode({"x": "y" * 650})
+        for n in range(jobs):
+            job = f"held{n:08d}xxxxxxxxxx"
+            await queue.enqueue(
+                job, f"c{n % 100}", record, "h" * 64, b"u" * 300, "ip", 10**6, 10**9
+            )
+            claimed = await queue.claim("n", "http://n")
+            assert claimed is not None
+            await queue.start(claimed.job_id, "n", record)
+            await store.client.rpush(f"jr:log:{claimed.job_id}", b"dhello\n", b"ecompleted")
+            await queue.finish(claimed.job_id, "n", record)
+        await store.close()
+
+    asyncio.run(fill())
+    after = int(redis.cli("INFO", "memory").split("used_memory:")[1].split()[0])
+    return (after - before) / 1e6
+
+
+def rss_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def front_rss_growth(redis: RedisServer, reads: int = 2000) -> float:
+    front = node(redis, 0)
+    try:
+        pid = front.process.proc.pid
+        with httpx.Client(timeout=30) as client:
+            for n in range(200):  # warm up
+                client.get(f"{front.url}/status/held{n:08d}xxxxxxxxxx")
+            before = rss_mb(pid)
+            for n in range(reads):
+                client.get(f"{front.url}/status/held{n % 10_000:08d}xxxxxxxxxx")
+            return rss_mb(pid) - before
+    finally:
+        front.close()
+
+
+def run() -> list[Row]:
+    if os.geteuid() != 0 or shutil.which("redis-server") is None:
+        return []
+    folder = Path(tempfile.mkdtemp(prefix="jobrunner-bench-redis-"))
+    redis = RedisServer(folder)
+    rows: list[Row] = []
+    try:
+        # (a) 1 node of 4 slots, then 3 of them, on a fresh store each time.
+        one = node(redis, 4)
+        try:
+            single = sleepers_per_second([one.url], 24)
+        finally:
+            one.close()
+        redis.cli("FLUSHALL")
+        three = [node(redis, 4) for _ in range(3)]
+        try:
+            spread = sleepers_per_second([n.url for n in three], 72)
+            cluster_hello = hello_median(three[0].url)
+        finally:
+            for server in three:
+                server.close()
+        rows += [
+            Row("cluster: 1 node x 4 slots, 1 s jobs", single, "jobs/s"),
+            Row("cluster: 3 nodes x 4 slots, 1 s jobs", spread, "jobs/s"),
+            Row("cluster: 3 nodes / 1 node", spread / single, "x", 2.7, higher_is_better=True),
+        ]
+        # (b) the queue alone, then the submit latency of a front end against the embedded mode.
+        redis.cli("FLUSHALL")
+        rows.append(
+            Row(
+                "cluster queue: 100 simulated nodes, one redis",
+                queue_throughput(redis),
+                "jobs/s",
+                2000,
+                higher_is_better=True,
+            )
+        )
+        redis.cli("FLUSHALL")
+        embedded = Server(*GENEROUS, "--concurrency", "1")
+        try:
+            embedded_submit = submit_p50(embedded.url)
+            embedded_hello = None
+        finally:
+            embedded.close()
+        front = node(redis, 0)
+        try:
+            front_submit = submit_p50(front.url)
+        finally:
+            front.close()
+        rows += [
+            Row("submit answered: embedded (p50)", embedded_submit, "ms"),
+            Row("submit answered: cluster front end (p50)", front_submit, "ms"),
+            Row("submit: added by the front end (p50)", front_submit - embedded_submit, "ms", 2),
+        ]
+        # (c) finished jobs held.
+        rows.append(Row("store: 10,000 finished jobs", memory_of_finished(redis), "MB", 50))
+        rows.append(Row("front end RSS growth over 2,000 reads", front_rss_growth(redis), "MB", 5))
+        # (d) hello world: cluster (3 nodes, above) against embedded.
+        embedded = Server(*GENEROUS, "--concurrency", "4")
+        try:
+            embedded_hello = hello_median(embedded.url)
+        finally:
+            embedded.close()
+        rows += [
+            Row("hello world: embedded (median)", embedded_hello, "ms"),
+            Row("hello world: cluster of 3 (median)", cluster_hello, "ms"),
+            Row(
+                "hello world: cluster / embedded",
+                cluster_hello / embedded_hello,
+                "x",
+                1.3,
+            ),
+        ]
+    finally:
+        redis.kill()
+        shutil.rmtree(folder, ignore_errors=True)
+    return rows

@@ -1,0 +1,283 @@
+"""The cluster's one queue, in Valkey/Redis: every change is one Lua script, so that two nodes can
+never claim the same job, and a job is always in exactly one of: queued, claimed (by a node, not
+started: its upload is still kept), running, finished.
+
+Scheduling, cluster-wide and faithful to `jobrunner.scheduling` in its main rule: a free slot
+takes the head job of the client whose jobs held the least slot time over the last `window`
+seconds (ended jobs whose end is in the window count whole; claimed and running ones count from
+their start to now), ties broken by arrival; within a client, first in first out. Simplified: no
+slots are reserved for short jobs (a node's slots are its own business; the queue is shared).
+A job's `position` is its rank in that order as of now (1 for the next job to start anywhere).
+Time is the store's (`TIME`): one clock for every node.
+"""
+
+from dataclasses import dataclass
+from typing import Any
+
+from jobrunner.cluster.store import Store, text
+
+_PRELUDE = """
+local p = ARGV[1]
+local t = redis.call('TIME')
+local now = tonumber(t[1]) + tonumber(t[2]) / 1000000
+local function usage(c, window)
+  local held = p .. 'held:' .. c
+  local expired = redis.call('ZRANGEBYSCORE', held, '-inf', now - window)
+  if #expired > 0 then
+    local gone = 0
+    for _, m in ipairs(expired) do gone = gone + tonumber(string.match(m, ':([^:]+)$')) end
+    redis.call('ZREMRANGEBYSCORE', held, '-inf', now - window)
+    if redis.call('EXISTS', held) == 0 then
+      redis.call('DEL', p .. 'heldsum:' .. c)
+    else
+      redis.call('INCRBYFLOAT', p .. 'heldsum:' .. c, -gone)
+    end
+  end
+  local total = tonumber(redis.call('GET', p .. 'heldsum:' .. c) or '0')
+  for _, start in ipairs(redis.call('HVALS', p .. 'run:' .. c)) do
+    total = total + math.max(0, now - tonumber(start))
+  end
+  return total
+end
+local function position(id, window)
+  local seq = redis.call('ZSCORE', p .. 'queue', id)
+  if not seq then return -1 end
+  seq = tonumber(seq)
+  local mine = redis.call('HGET', p .. 'job:' .. id, 'client')
+  local own = usage(mine, window)
+  local ahead = redis.call('LPOS', p .. 'cq:' .. mine, id) or 0
+  for _, c in ipairs(redis.call('SMEMBERS', p .. 'clients')) do
+    if c ~= mine then
+      local u = usage(c, window)
+      if u < own then
+        ahead = ahead + redis.call('LLEN', p .. 'cq:' .. c)
+      elseif u == own then
+        -- the jobs of c that came before this one (a client's list is in arrival order):
+        -- a binary search, so that a submit costs O(clients log n), not O(n)
+        local list = p .. 'cq:' .. c
+        local lo, hi = 0, redis.call('LLEN', list)
+        while lo < hi do
+          local mid = math.floor((lo + hi) / 2)
+          local s = tonumber(redis.call('ZSCORE', p .. 'queue', redis.call('LINDEX', list, mid)))
+          if s < seq then lo = mid + 1 else hi = mid end
+        end
+        ahead = ahead + lo
+      end
+    end
+  end
+  return ahead
+end
+local function finish(id, node, record, retention, window)
+  local job = p .. 'job:' .. id
+  local state = redis.call('HGET', job, 'state')
+  if state ~= 'claimed' and state ~= 'running' and state ~= 'queued' then return 0 end
+  local c = redis.call('HGET', job, 'client')
+  if state == 'queued' then
+    redis.call('ZREM', p .. 'queue', id)
+    redis.call('LREM', p .. 'cq:' .. c, 0, id)
+    if redis.call('LLEN', p .. 'cq:' .. c) == 0 then redis.call('SREM', p .. 'clients', c) end
+  else
+    if node ~= '' and redis.call('HGET', p .. 'running', id) ~= node then return 0 end
+    redis.call('HDEL', p .. 'running', id)
+    local start = redis.call('HGET', p .. 'run:' .. c, id)
+    redis.call('HDEL', p .. 'run:' .. c, id)
+    if start then
+      local length = now - tonumber(start)
+      redis.call('ZADD', p .. 'held:' .. c, now, id .. ':' .. tostring(length))
+      redis.call('INCRBYFLOAT', p .. 'heldsum:' .. c, length)
+      -- a client who never comes back leaves nothing behind after the window
+      redis.call('EXPIRE', p .. 'held:' .. c, math.ceil(window))
+      redis.call('EXPIRE', p .. 'heldsum:' .. c, math.ceil(window))
+    end
+  end
+  redis.call('HSET', job, 'state', 'finished', 'record', record)
+  redis.call('DEL', p .. 'upload:' .. id)
+  redis.call('EXPIRE', job, retention)
+  redis.call('EXPIRE', p .. 'log:' .. id, retention)
+  local active = tonumber(redis.call('HINCRBY', p .. 'rl:' .. c, 'active', -1))
+  if active < 0 then redis.call('HSET', p .. 'rl:' .. c, 'active', 0) end
+  return 1
+end
+"""
+
+# ARGV: prefix, id, client, max_queue, record, hash, upload, ip, window, max_queued_bytes
+_ENQUEUE = """
+if redis.call('ZCARD', p .. 'queue') >= tonumber(ARGV[4]) then return -1 end
+local bytes = tonumber(redis.call('GET', p .. 'queued_bytes') or '0')
+if bytes + string.len(ARGV[7]) > tonumber(ARGV[10]) then return -2 end
+redis.call('INCRBY', p .. 'queued_bytes', string.len(ARGV[7]))
+local id, c = ARGV[2], ARGV[3]
+local seq = redis.call('INCR', p .. 'seq')
+redis.call('ZADD', p .. 'queue', seq, id)
+redis.call('RPUSH', p .. 'cq:' .. c, id)
+redis.call('SADD', p .. 'clients', c)
+redis.call('HSET', p .. 'job:' .. id, 'client', c, 'seq', seq, 'state', 'queued',
+  'record', ARGV[5], 'hash', ARGV[6], 'ip', ARGV[8])
+redis.call('SET', p .. 'upload:' .. id, ARGV[7])
+return position(id, tonumber(ARGV[9]))
+"""
+
+# ARGV: prefix, node, url, window
+_CLAIM = """
+local node = ARGV[2]
+if redis.call('SISMEMBER', p .. 'allowed', node) == 0 then return {-1} end
+local window = tonumber(ARGV[4])
+local best, best_u, best_s = nil, nil, nil
+for _, c in ipairs(redis.call('SMEMBERS', p .. 'clients')) do
+  local head = redis.call('LINDEX', p .. 'cq:' .. c, 0)
+  if not head then
+    redis.call('SREM', p .. 'clients', c)
+  else
+    local u = usage(c, window)
+    local s = tonumber(redis.call('ZSCORE', p .. 'queue', head))
+    if best == nil or u < best_u or (u == best_u and s < best_s) then
+      best, best_u, best_s = c, u, s
+    end
+  end
+end
+if best == nil then return {0} end
+local id = redis.call('LPOP', p .. 'cq:' .. best)
+if redis.call('LLEN', p .. 'cq:' .. best) == 0 then redis.call('SREM', p .. 'clients', best) end
+redis.call('ZREM', p .. 'queue', id)
+local job = p .. 'job:' .. id
+redis.call('HSET', job, 'state', 'claimed', 'node', node, 'url', ARGV[3])
+redis.call('HSET', p .. 'running', id, node)
+redis.call('HSET', p .. 'run:' .. best, id, tostring(now))
+local upload = redis.call('GET', p .. 'upload:' .. id) or ''
+return {1, id, upload, redis.call('HGET', job, 'record'), best}
+"""
+
+# ARGV: prefix, id, node, record
+_START = """
+local id, node = ARGV[2], ARGV[3]
+if redis.call('HGET', p .. 'running', id) ~= node then return 0 end
+local job = p .. 'job:' .. id
+if redis.call('HGET', job, 'state') ~= 'claimed' then return 0 end
+redis.call('HSET', job, 'state', 'running', 'record', ARGV[4])
+local size = redis.call('STRLEN', p .. 'upload:' .. id)
+redis.call('DECRBY', p .. 'queued_bytes', size)
+redis.call('DEL', p .. 'upload:' .. id)
+return 1
+"""
+
+# ARGV: prefix, id, node ('' for any), record, retention, window
+_FINISH = """
+local id = ARGV[2]
+local state = redis.call('HGET', p .. 'job:' .. id, 'state')
+if state == 'queued' or state == 'claimed' then
+  redis.call('DECRBY', p .. 'queued_bytes', redis.call('STRLEN', p .. 'upload:' .. id))
+end
+return finish(id, ARGV[3], ARGV[4], tonumber(ARGV[5]), tonumber(ARGV[6]))
+"""
+
+# ARGV: prefix, id, node: a claimed job whose node is gone, never started, goes back to the
+# front of its client's queue.
+_REQUEUE = """
+local id, node = ARGV[2], ARGV[3]
+local job = p .. 'job:' .. id
+if redis.call('HGET', job, 'state') ~= 'claimed' then return 0 end
+if redis.call('HGET', p .. 'running', id) ~= node then return 0 end
+local c = redis.call('HGET', job, 'client')
+redis.call('HDEL', p .. 'running', id)
+redis.call('HDEL', p .. 'run:' .. c, id)
+redis.call('HSET', job, 'state', 'queued', 'node', '', 'url', '')
+redis.call('ZADD', p .. 'queue', tonumber(redis.call('HGET', job, 'seq')), id)
+redis.call('LPUSH', p .. 'cq:' .. c, id)
+redis.call('SADD', p .. 'clients', c)
+return 1
+"""
+
+# ARGV: prefix, id, window
+_POSITION = """
+return position(ARGV[2], tonumber(ARGV[3]))
+"""
+
+
+@dataclass(frozen=True)
+class Claimed:
+    job_id: str
+    upload: bytes
+    record: bytes  # the queued record as the front end wrote it (JSON)
+    client: str
+
+
+class QueueFull(Exception):
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason  # `jobs` (max_queue) or `bytes` (uploads held)
+
+
+class ClusterQueue:
+    def __init__(self, store: Store, window: float = 600.0, retention: float = 600.0) -> None:
+        self.store = store
+        self.window = window
+        self.retention = retention
+        register = store.client.register_script
+        self._enqueue = register(_PRELUDE + _ENQUEUE)
+        self._claim = register(_PRELUDE + _CLAIM)
+        self._start = register(_PRELUDE + _START)
+        self._finish = register(_PRELUDE + _FINISH)
+        self._requeue = register(_PRELUDE + _REQUEUE)
+        self._position = register(_PRELUDE + _POSITION)
+
+    async def _run(self, script: Any, *args: Any) -> Any:
+        return await self.store.call(script(args=[self.store.prefix, *args]))
+
+    async def enqueue(
+        self,
+        job_id: str,
+        client: str,
+        record: bytes,
+        job_hash: str,
+        upload: bytes,
+        ip: str,
+        max_queue: int,
+        max_bytes: int,
+    ) -> int:
+        """Queue a job; its position (1 for the next to start). QueueFull beyond the bounds."""
+        args = (job_id, client, max_queue, record, job_hash, upload, ip, self.window, max_bytes)
+        found = int(await self._run(self._enqueue, *args))
+        if found == -1:
+            raise QueueFull("jobs")
+        if found == -2:
+            raise QueueFull("bytes")
+        return found + 1
+
+    async def claim(self, node: str, url: str) -> Claimed | None:
+        """The next job by the cluster's order, now this node's; None if nothing is queued or
+        this node's key is not on the allowlist."""
+        found = await self._run(self._claim, node, url, self.window)
+        if int(found[0]) != 1:
+            return None
+        return Claimed(text(found[1]), bytes(found[2]), bytes(found[3]), text(found[4]))
+
+    async def start(self, job_id: str, node: str, record: bytes) -> bool:
+        return bool(await self._run(self._start, job_id, node, record))
+
+    async def finish(self, job_id: str, node: str, record: bytes) -> bool:
+        """The final record (once: False if the job had finished, or is not `node`'s; `node`
+        '' finishes a queued job, as a cancel does)."""
+        retention = int(self.retention)
+        return bool(await self._run(self._finish, job_id, node, record, retention, self.window))
+
+    async def requeue(self, job_id: str, node: str) -> bool:
+        return bool(await self._run(self._requeue, job_id, node))
+
+    async def position(self, job_id: str) -> int | None:
+        found = int(await self._run(self._position, job_id, self.window))
+        return None if found < 0 else found + 1
+
+    async def length(self) -> int:
+        return int(await self.store.call(self.store.client.zcard(self.store.key("queue"))))
+
+    async def job(self, job_id: str) -> dict[str, bytes]:
+        """The job's hash (empty if unknown or expired)."""
+        client: Any = self.store.client
+        found: dict[bytes, bytes] = await self.store.call(
+            client.hgetall(self.store.key("job", job_id))
+        )
+        return {text(k): v for k, v in found.items()}
+
+    async def running(self) -> dict[str, str]:
+        found = await self.store.call(self.store.client.hgetall(self.store.key("running")))
+        return {text(k): text(v) for k, v in found.items()}

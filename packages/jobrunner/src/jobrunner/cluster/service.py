@@ -1,0 +1,472 @@
+"""A node of a cluster: the embedded `JobService` (unpacking, the sandbox, signing, the local
+log and outputs) with the queue, the records, the logs and the limits in the store.
+
+A submit is validated here as in the embedded mode (the upload is unpacked into a scratch
+directory and checked, then deleted); what is queued is the upload as received, in the store,
+until a node with a free slot claims the job, unpacks it again and runs it. A node pulls: it
+claims only while it has a free slot. What the node ran stays with it (its outputs, its live
+log); every other node answers for it from the store, and fetches outputs through it.
+"""
+
+import asyncio
+import contextlib
+import io
+import logging
+import shutil
+import time
+from collections.abc import Awaitable, Callable
+from typing import TypeVar
+
+import aiohttp
+import msgspec
+from yarl import URL
+
+from jobrunner import errors, uploads, vouching
+from jobrunner.cluster.limits import ClusterLimits, Reservation
+from jobrunner.cluster.logs import LogStreams
+from jobrunner.cluster.queue import Claimed, ClusterQueue, QueueFull
+from jobrunner.cluster.registry import NodeFacts, Registry
+from jobrunner.cluster.store import Store, text
+from jobrunner.config import Settings
+from jobrunner.jobs import Job, new_job_id, timestamp
+from jobrunner.metrics import WorkerMetrics
+from jobrunner.ratelimit import Limits
+from jobrunner.service import JobService, Runner
+from jobrunner.signing import FINISHED, WorkerKey
+from jobrunner.wire import Quota, Stats, StatusRecord, SubmitResult, SystemStats, decode_status
+from servekit import descriptors
+
+log = logging.getLogger("jobrunner.cluster")
+T = TypeVar("T")
+POLL = 0.02  # seconds between two claims of an idle node (a claim of an empty queue is cheap)
+BEAT = 0.5  # seconds between two heartbeats
+_encode = msgspec.json.encode
+
+
+class Upload(msgspec.Struct, array_like=True):
+    """A queued job's upload as it was received and checked: the client's address, the manifest
+    text and each file part's name and bytes (gzip tarballs, as sent)."""
+
+    ip: str
+    manifest: str
+    parts: list[tuple[str | None, bytes]]
+
+
+class ClusterService(JobService):
+    def __init__(
+        self,
+        settings: Settings,
+        runner: Runner,
+        key: WorkerKey,
+        store: Store,
+        advertise: str = "",
+        metrics: WorkerMetrics | None = None,
+    ) -> None:
+        super().__init__(settings, runner, key, metrics=metrics)
+        self.store = store
+        self.advertise = advertise
+        self.node_id = key.worker_id
+        self.cq = ClusterQueue(store, settings.fair_window, settings.retention)
+        self.climits = ClusterLimits(
+            store,
+            Limits(
+                concurrent=settings.rate_concurrent,
+                per_hour=settings.rate_per_hour,
+                cpu_seconds=settings.rate_cpu_seconds,
+                cpu_window=settings.rate_cpu_window,
+                ipv6_prefix=settings.rate_ipv6_prefix,
+                streams=settings.rate_streams,
+            ),
+        )
+        self.registry = Registry(store, settings.lost_after)
+        self.logs = LogStreams(store)
+        self.taken = 0  # jobs claimed by this node and not yet published as finished
+        self._slot_freed = asyncio.Event()
+        self._node_tasks: set[asyncio.Task[None]] = set()
+        self._allowed: tuple[float, set[str]] = (0.0, set())
+        self.session: aiohttp.ClientSession | None = None
+        self._left = False  # drained and out of the registry
+
+    # --- lifecycle -------------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        await super().start()
+        self.session = aiohttp.ClientSession(
+            timeout=aiohttp.ClientTimeout(total=None, sock_connect=5, sock_read=60)
+        )
+        for name, loop in (
+            ("heartbeat", self._heartbeat),
+            ("claimer", self._claimer),
+            ("lost-nodes", self._reap_lost),
+        ):
+            self._spawn(loop(), name)
+
+    def _spawn(self, work: Awaitable[None], name: str) -> asyncio.Task[None]:
+        task = asyncio.ensure_future(work)
+        task.set_name(name)
+        self._node_tasks.add(task)
+        task.add_done_callback(self._node_tasks.discard)
+        return task
+
+    async def drain(self) -> None:
+        """No new jobs; the running ones finish and are published; the node stays (serving its
+        outputs) until every output of its finished jobs was downloaded or has expired, then
+        leaves the registry."""
+        if self._left:
+            return
+        if self.accepting:
+            log.info("draining: %d job(s) of this node still to finish", self.taken)
+        self.accepting = False
+        while self.taken:
+            await self._slot_freed_or(1.0)
+        while any(self._uncollected(job) for job in self.jobs.values()):
+            await asyncio.sleep(0.25)
+        with contextlib.suppress(errors.ClusterUnavailable):
+            await self.registry.leave(self.node_id)
+        self._left = True
+        log.info("drained: this node has left the cluster")
+
+    def _uncollected(self, job: Job) -> bool:
+        return bool(job.outputs) and job.finished and not job.downloaded >= job.outputs.keys()
+
+    async def stop(self) -> None:
+        await self.drain()
+        for task in list(self._node_tasks):
+            task.cancel()
+        await asyncio.gather(*self._node_tasks, return_exceptions=True)
+        if self.session is not None:
+            await self.session.close()
+        await super().stop()
+
+    async def _slot_freed_or(self, seconds: float) -> None:
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._slot_freed.wait(), seconds)
+        self._slot_freed.clear()
+
+    # --- the node's loops ------------------------------------------------------------------------
+
+    def facts(self) -> NodeFacts:
+        s = self.settings
+        free = max(0, s.concurrency - self.taken) if self.accepting else 0
+        return NodeFacts(self.node_id, self.advertise, s.concurrency, free, not self.accepting)
+
+    async def _heartbeat(self) -> None:
+        while True:
+            with contextlib.suppress(errors.ClusterUnavailable):
+                await self.registry.beat(self.facts())
+            await asyncio.sleep(BEAT)
+
+    async def _claimer(self) -> None:
+        """Claim a job whenever a slot is free (pull): never more than `concurrency` at once."""
+        while True:
+            if not self.accepting or self.taken >= self.settings.concurrency:
+                await self._slot_freed_or(1.0)
+                continue
+            try:
+                claimed = await self.cq.claim(self.node_id, self.advertise)
+            except errors.ClusterUnavailable:
+                await asyncio.sleep(BEAT)
+                continue
+            if claimed is None:
+                await self._slot_freed_or(POLL)
+                continue
+            self.taken += 1
+            self._spawn(self._take(claimed), f"job-{claimed.job_id}")
+
+    async def _persist(self, work: Callable[[], Awaitable[T]]) -> T:
+        """`work()` once the store answers: a node's own facts are never dropped for an outage."""
+        while True:
+            with contextlib.suppress(errors.ClusterUnavailable):
+                return await work()
+            await asyncio.sleep(BEAT)
+
+    async def _take(self, claimed: Claimed) -> None:
+        job: Job | None = None
+        try:
+            queued = decode_status(claimed.record)
+            job = await self._unpack_claimed(claimed, queued)
+            if job is None:
+                return
+            if not self.environments.built(job.manifest.environment):
+                job.log.note(f"environment {job.manifest.environment!r} is being built")
+                try:
+                    await self.environments.ensure(job.manifest.environment)
+                except Exception as error:
+                    job.failure = "environment_error"
+                    self._finish(job, self.clock(), str(error))
+            if not job.finished:
+                running = msgspec.structs.replace(
+                    self._record(job), status="running", started_at=timestamp(), position=None
+                )
+                started = await self._persist(
+                    lambda: self.cq.start(job.id, self.node_id, _encode(running))
+                )
+                if not started:  # cancelled meanwhile, or taken back from this node
+                    del self.jobs[job.id]
+                    await asyncio.to_thread(shutil.rmtree, job.directory, True)
+                    return
+            state: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+            pump = self._spawn(self.logs.pump(job.id, job.log, state), f"log-{job.id}")
+            if not job.finished:
+                self.running += 1
+                try:
+                    await self._run(job)
+                finally:
+                    self.running -= 1
+            state.set_result(job.state)
+            await pump
+            await self._publish(job)
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            log.exception("job %s: the node's handling failed", claimed.job_id)
+            if job is not None:
+                self._fail_after_crash(job)
+                await self._publish(job)
+        finally:
+            self.taken -= 1
+            self._slot_freed.set()
+
+    async def _unpack_claimed(self, claimed: Claimed, queued: StatusRecord) -> Job | None:
+        upload = msgspec.msgpack.decode(claimed.upload, type=Upload)
+        parts = [uploads.UploadPart(name, io.BytesIO(data)) for name, data in upload.parts]
+        job_dir = self.jobs_dir / claimed.job_id
+        deadline = time.monotonic() + self.settings.upload_timeout
+        try:
+            job = await self._accept(upload.ip, upload.manifest, parts, job_dir, deadline)
+        except errors.JobrunnerError as error:  # checked at submit: another node's settings
+            await asyncio.to_thread(shutil.rmtree, job_dir, True)
+            log.warning("job %s: refused by this node after all: %s", claimed.job_id, error)
+            record = vouching.own_record(
+                self.key, claimed.job_id, queued.job_hash, queued.created_at, "sandbox_error"
+            )
+            await self._persist(
+                lambda: self.cq.finish(claimed.job_id, self.node_id, _encode(record))
+            )
+            await self._persist(lambda: self.logs.end(claimed.job_id, "failed"))
+            return None
+        job.created_at = queued.created_at
+        job.queued_at = self.clock()
+        self.jobs[job.id] = job
+        return job
+
+    async def _publish(self, job: Job) -> None:
+        """The job's final record into the store (and its CPU into its client's limits)."""
+        record = _encode(self._record(job))
+        done = await self._persist(lambda: self.cq.finish(job.id, self.node_id, record))
+        if not done:
+            log.warning("job %s: its record was not taken (the cluster had settled it)", job.id)
+        key = self.climits.key(job.client_ip)
+        await self._persist(lambda: self.climits.charge(key, job.id, job.cpu_seconds))
+
+    async def _reap_lost(self) -> None:
+        """Settle the jobs of nodes whose heartbeat has expired (see `registry`)."""
+        while True:
+            await asyncio.sleep(BEAT)
+            store = self.store
+            if (
+                not store.healthy
+                or time.monotonic() - store.healthy_since < self.settings.lost_after
+            ):
+                continue
+            with contextlib.suppress(errors.ClusterUnavailable):
+                await self._settle_lost()
+
+    async def _settle_lost(self) -> None:
+        running = await self.cq.running()
+        alive: dict[str, bool] = {self.node_id: True}
+        for job_id, node in running.items():
+            if node not in alive:
+                alive[node] = await self.registry.alive(node)
+            if alive[node]:
+                continue
+            if await self.cq.requeue(job_id, node):
+                log.info("job %s: its node was lost before it started; queued again", job_id)
+                continue
+            fields = await self.cq.job(job_id)
+            if not fields:
+                continue
+            queued = decode_status(fields["record"])
+            record = vouching.own_record(
+                self.key, job_id, text(fields.get("hash", b"")), queued.created_at, "worker_lost"
+            )
+            if await self.cq.finish(job_id, node, _encode(record)):
+                await self.logs.end(job_id, "failed")
+                log.info("job %s failed: worker_lost (node %s)", job_id, node)
+
+    # --- submit ----------------------------------------------------------------------------------
+
+    async def admit_cluster(self, client_ip: str) -> Reservation:
+        self.store.check()
+        if not self.accepting:
+            raise errors.shutting_down()
+        if descriptors.running_low():
+            raise errors.short_of_files()
+        if await self.cq.length() >= self.settings.max_queue:
+            raise errors.queue_full(self.settings.max_queue)
+        reservation = await self.climits.reserve(client_ip)
+        if not isinstance(reservation, Reservation):
+            raise errors.rate_limited(reservation)
+        return reservation
+
+    async def cancel_reservation(self, reservation: Reservation) -> None:
+        with contextlib.suppress(errors.ClusterUnavailable):
+            await self.climits.cancel(reservation)
+
+    async def submit_cluster(
+        self,
+        client_ip: str,
+        manifest_text: str,
+        parts: list[uploads.UploadPart],
+        reservation: Reservation,
+        deadline: float,
+    ) -> SubmitResult:
+        """Check the upload as the embedded mode does, then queue it, as received, in the store."""
+        try:
+            raw = [(part.filename, await asyncio.to_thread(part.file.read)) for part in parts]
+            checked = [uploads.UploadPart(name, io.BytesIO(data)) for name, data in raw]
+            job_dir = self.jobs_dir / new_job_id()
+            try:
+                job = await self._accept(client_ip, manifest_text, checked, job_dir, deadline)
+            finally:
+                await asyncio.to_thread(shutil.rmtree, job_dir, True)
+            record = _encode(self._record(job))
+            upload = msgspec.msgpack.encode(Upload(client_ip, manifest_text, raw))
+            s = self.settings
+            position = await self.cq.enqueue(
+                job.id,
+                reservation.key,
+                record,
+                job.job_hash,
+                upload,
+                client_ip,
+                s.max_queue,
+                s.cluster_upload_mb * 2**20,
+            )
+        except QueueFull:
+            await self.cancel_reservation(reservation)
+            raise errors.queue_full(self.settings.max_queue) from None
+        except BaseException:
+            await self.cancel_reservation(reservation)
+            raise
+        self.metrics.accepted.inc()
+        self._slot_freed.set()  # this node's claimer looks now, if it has a free slot
+        log.info("job %s accepted into the cluster queue", job.id)
+        return SubmitResult(job.id, "queued", position, job.job_hash)
+
+    # --- reading ---------------------------------------------------------------------------------
+
+    async def allowed(self) -> set[str]:
+        """The allowlist, read at most once a second."""
+        at, keys = self._allowed
+        if time.monotonic() - at > 1.0:
+            keys = await self.registry.allowed()
+            self._allowed = (time.monotonic(), keys)
+        return keys
+
+    async def fields(self, job_id: str) -> dict[str, bytes]:
+        self.store.check()
+        found = await self.cq.job(job_id)
+        if not found and job_id not in self.jobs:
+            raise errors.job_not_found(job_id)
+        return found
+
+    async def cluster_status(self, job_id: str) -> StatusRecord:
+        fields = await self.fields(job_id)
+        state = text(fields.get("state", b""))
+        local = self.jobs.get(job_id)
+        if state == "finished":
+            return await self._vouched(job_id, fields)
+        if local is not None:
+            return self._record(local)
+        record = decode_status(fields["record"])
+        if state == "queued":
+            return msgspec.structs.replace(record, position=await self.cq.position(job_id))
+        if state == "claimed":
+            return msgspec.structs.replace(record, position=0)
+        return record
+
+    async def _vouched(self, job_id: str, fields: dict[str, bytes]) -> StatusRecord:
+        record = decode_status(fields["record"])
+        job_hash = text(fields.get("hash", b"")) or None
+        found = vouching.problem(record, await self.allowed(), job_id, job_hash)
+        if found is None:
+            return record
+        log.warning("job %s: its record does not verify: %s", job_id, found)
+        return vouching.own_record(self.key, job_id, job_hash, record.created_at, "bad_signature")
+
+    async def cluster_wait(self, job_id: str, seconds: float) -> StatusRecord:
+        deadline = time.monotonic() + seconds
+        while True:
+            record = await self.cluster_status(job_id)
+            if record.status in FINISHED or time.monotonic() >= deadline:
+                return record
+            local = self.jobs.get(job_id)
+            if local is not None:  # this node runs it: its own signed record, once final
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(max(0.0, deadline - time.monotonic())):
+                        await local.done.wait()
+                return self._record(local)
+            await asyncio.sleep(0.05)
+
+    async def cluster_cancel(self, job_id: str) -> StatusRecord:
+        fields = await self.fields(job_id)
+        state = text(fields.get("state", b""))
+        if job_id in self.jobs and state != "finished":
+            record = await self.cancel_job(job_id)
+            return record
+        if state == "queued":
+            queued = decode_status(fields["record"])
+            record = vouching.own_record(
+                self.key, job_id, queued.job_hash, queued.created_at, "cancelled"
+            )
+            if await self.cq.finish(job_id, "", _encode(record)):
+                await self.logs.end(job_id, "failed")
+                return record
+            return await self.cluster_cancel(job_id)  # claimed meanwhile
+        if state in ("claimed", "running"):
+            return await self._cancel_remote(job_id, text(fields.get("url", b"")))
+        record = await self.cluster_status(job_id)
+        raise errors.job_finished(job_id, str(record.status), record.failure)
+
+    async def _cancel_remote(self, job_id: str, url: str) -> StatusRecord:
+        if not url or url == self.advertise or self.session is None:
+            raise errors.WorkerUnreachable("the job's node cannot be reached")
+        target = URL(f"{url}/jobs/{job_id}", encoded=True)
+        try:
+            async with self.session.delete(target) as reply:
+                raw = await reply.read()
+        except (aiohttp.ClientError, TimeoutError) as error:
+            raise errors.WorkerUnreachable(type(error).__name__) from None
+        if reply.status == 409:
+            record = await self.cluster_status(job_id)
+            raise errors.job_finished(job_id, str(record.status), record.failure)
+        if reply.status != 200:
+            raise errors.WorkerUnreachable(f"status {reply.status}")
+        return decode_status(raw)
+
+    async def node_of(self, job_id: str) -> str | None:
+        """The URL of the node that holds the job's outputs (None: this one, or none yet)."""
+        fields = await self.fields(job_id)
+        url = text(fields.get("url", b""))
+        if job_id in self.jobs or not url:
+            return None
+        if url == self.advertise:
+            raise errors.job_not_found(job_id)  # this node ran it, and has forgotten it
+        return url
+
+    async def cluster_stats(self, client_ip: str) -> Stats:
+        self.store.check()
+        verdict = await self.climits.verdict(client_ip)
+        limit = self.settings.rate_cpu_seconds
+        quota = Quota(
+            used=verdict.cpu_used,
+            limit=limit,
+            available=round(max(0.0, limit - verdict.cpu_used), 3),
+            active_jobs=verdict.active,
+            can_submit=verdict.allowed and self.accepting,
+            reason=verdict.reason if self.accepting else "the server is shutting down",
+            retry_after=verdict.retry_after,
+        )
+        running = len(await self.cq.running())
+        return Stats(quota, SystemStats(queue_length=await self.cq.length(), active_jobs=running))

@@ -1,0 +1,130 @@
+"""The connection to the cluster's Valkey/Redis, the names of its keys, and the one rule about
+failures: any error reaching the store becomes `errors.ClusterUnavailable` (503) within a second.
+
+Key layout (every key starts with the prefix, `jr:` by default):
+  seq                  counter: arrival order of jobs
+  queue                sorted set: queued job ids by arrival
+  clients              set: client keys that have queued jobs
+  cq:{client}          list: that client's queued job ids, first in first out
+  job:{id}             hash: client, seq, state (queued|claimed|running|finished), hash (the
+                       job hash announced at submit), record (the status record as JSON),
+                       node and url (who claimed it), ip
+  upload:{id}          string: the upload as received (manifest and gzip tarballs) till it starts
+  running              hash: claimed or running job id -> node id
+  run:{client}         hash: the client's claimed or running job ids -> start time
+  held:{client}        sorted set: `id:seconds` of the client's ended jobs, by end time
+  heldsum:{client}     float: the seconds in held:{client}, summed
+  log:{id}             list: the job's log in chunks (`d` + bytes), then `e` + the final state
+  rl:{client}          hash: active (jobs accepted and not finished)
+  rlsub:{client}       sorted set: accepted submits by time (the hourly limit)
+  rlcpu:{client}       sorted set: `id:seconds` of CPU used, by time (the CPU limit)
+  nodes                hash: node id -> its facts as JSON (url, slots, free, draining)
+  alive:{node}         string with a time to live of --lost-after: the node's heartbeat
+  allowed              set: the public keys allowed to take jobs (the operator's allowlist)
+  queued_bytes         counter: bytes of the uploads held for queued and claimed jobs
+"""
+
+import asyncio
+import contextlib
+import time
+from collections.abc import AsyncIterator, Awaitable
+from typing import Any, TypeVar
+
+import redis.asyncio as aioredis
+from redis import exceptions as redis_errors
+
+from jobrunner import errors
+
+T = TypeVar("T")
+PREFIX = "jr:"
+# The heartbeat (twice a second) is the probe: when it is not answered within PROBE_TIMEOUT, or a
+# connection is refused, the store is taken as down and every request answers 503 at once, so
+# that every endpoint says `Cluster unavailable` within a second of an outage. A request of its
+# own may take REQUEST_TIMEOUT (a loaded node's event loop can be slow to read an answer; that
+# is no outage of the store, and it fails that request alone).
+PROBE_TIMEOUT = 0.75
+REQUEST_TIMEOUT = 3.0
+_TIMEOUTS = (redis_errors.TimeoutError, TimeoutError)
+_FAILURES = (redis_errors.ConnectionError, OSError, *_TIMEOUTS)
+
+
+# Connections to the store at once: requests beyond it wait for one (up to REQUEST_TIMEOUT)
+# rather than fail; each live log followed from the store holds one while it waits for news.
+MAX_CONNECTIONS = 256
+
+
+def connect(url: str) -> "aioredis.Redis":
+    """A client for redis://, rediss:// (TLS) or unix:// URLs, user and password included."""
+    pool = aioredis.BlockingConnectionPool.from_url(
+        url,
+        max_connections=MAX_CONNECTIONS,
+        timeout=REQUEST_TIMEOUT,
+        socket_timeout=REQUEST_TIMEOUT,
+        socket_connect_timeout=PROBE_TIMEOUT,
+        health_check_interval=5,
+        retry_on_timeout=False,
+        decode_responses=False,
+    )
+    return aioredis.Redis.from_pool(pool)
+
+
+class Store:
+    """The client and its health: `healthy` is False from a failed probe (or a refused
+    connection) until a request succeeds again."""
+
+    def __init__(self, client: "aioredis.Redis", prefix: str = PREFIX) -> None:
+        self.client = client
+        self.prefix = prefix
+        self.healthy = True
+        self.healthy_since = time.monotonic()
+        self.failed_at = 0.0
+
+    def key(self, *parts: str) -> str:
+        return self.prefix + ":".join(parts)
+
+    async def call(self, work: Awaitable[T], probe: bool = False) -> T:
+        """`work`'s result, or ClusterUnavailable if the store cannot be reached in time."""
+        try:
+            async with asyncio.timeout(PROBE_TIMEOUT if probe else REQUEST_TIMEOUT):
+                result = await work
+        except _FAILURES as error:
+            if probe or not isinstance(error, (*_TIMEOUTS, redis_errors.MaxConnectionsError)):
+                self._failed()
+            raise errors.ClusterUnavailable(
+                f"the cluster's store does not answer ({type(error).__name__})"
+            ) from None
+        if not self.healthy:
+            self.healthy, self.healthy_since = True, time.monotonic()
+        return result
+
+    def _failed(self) -> None:
+        self.healthy = False
+        self.failed_at = time.monotonic()
+
+    def check(self) -> None:
+        """503 at once while the store has just failed (no request waits for a timeout); after
+        PROBE_TIMEOUT, a request tries again, as the heartbeat does."""
+        if not self.healthy and time.monotonic() - self.failed_at < PROBE_TIMEOUT:
+            raise errors.ClusterUnavailable("the cluster's store does not answer")
+
+    async def ping(self) -> bool:
+        with contextlib.suppress(errors.ClusterUnavailable):
+            await self.call(self.client.ping(), probe=True)
+            return True
+        return False
+
+    async def close(self) -> None:
+        await self.client.aclose()
+
+
+@contextlib.asynccontextmanager
+async def opened(url: str, prefix: str = PREFIX) -> AsyncIterator[Store]:
+    store = Store(connect(url), prefix)
+    try:
+        yield store
+    finally:
+        await store.close()
+
+
+def text(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)

@@ -1,0 +1,160 @@
+"""The cluster queue's Lua scripts against a model: a hypothesis state machine drives
+`jobrunner.cluster.queue` directly on a real redis-server (no nodes, no sandbox): submit, claim,
+start, finish, cancel, a node lost, the store restarted."""
+
+import asyncio
+from collections import deque
+
+import pytest
+from hypothesis import settings
+from hypothesis import strategies as st
+from hypothesis.stateful import (
+    RuleBasedStateMachine,
+    initialize,
+    invariant,
+    precondition,
+    rule,
+    run_state_machine_as_test,
+)
+
+from jobrunner import errors
+from jobrunner.cluster.queue import ClusterQueue, QueueFull
+from jobrunner.cluster.store import Store, connect
+
+CLIENTS = ("a", "b", "c")
+NODES = ("n1", "n2", "stranger")  # the stranger's key is not on the allowlist
+MAX_QUEUE = 6
+
+
+class QueueMachine(RuleBasedStateMachine):
+    server = None  # set by the test
+
+    @initialize()
+    def connect(self) -> None:
+        self.loop = asyncio.new_event_loop()
+        self.server.cli("FLUSHALL")
+        self.store = Store(connect(self.server.url))
+        self.queue = ClusterQueue(self.store, window=600, retention=600)
+        self.run(self.store.client.sadd("jr:allowed", "n1", "n2"))
+        self.queued: dict[str, deque[str]] = {c: deque() for c in CLIENTS}
+        self.claimed: dict[str, str] = {}
+        self.running: dict[str, str] = {}
+        self.finished: set[str] = set()
+        self.uploads: dict[str, bytes] = {}
+        self.count = 0
+
+    def teardown(self) -> None:
+        if hasattr(self, "loop"):
+            self.loop.run_until_complete(self.store.close())
+            self.loop.close()
+
+    def run(self, work):
+        return self.loop.run_until_complete(work)
+
+    def total_queued(self) -> int:
+        return sum(len(q) for q in self.queued.values())
+
+    @rule(client=st.sampled_from(CLIENTS), size=st.integers(0, 64))
+    def submit(self, client: str, size: int) -> None:
+        self.count += 1
+        job = f"job{self.count:04d}xxxxxxxxxxxx"
+        upload = bytes([self.count % 256]) * size
+        try:
+            position = self.run(
+                self.queue.enqueue(job, client, b"{}", "h", upload, "ip", MAX_QUEUE, 10**6)
+            )
+        except QueueFull:
+            assert self.total_queued() == MAX_QUEUE
+            return
+        assert self.total_queued() < MAX_QUEUE
+        self.queued[client].append(job)
+        self.uploads[job] = upload
+        assert 1 <= position <= self.total_queued()
+
+    @rule(node=st.sampled_from(NODES))
+    def claim(self, node: str) -> None:
+        claimed = self.run(self.queue.claim(node, f"http://{node}"))
+        if node == "stranger" or not self.total_queued():
+            assert claimed is None
+            return
+        assert claimed is not None
+        # First in first out within a client: it was the head of its client's queue.
+        assert self.queued[claimed.client][0] == claimed.job_id
+        self.queued[claimed.client].popleft()
+        assert claimed.upload == self.uploads[claimed.job_id]
+        self.claimed[claimed.job_id] = node
+
+    @precondition(lambda self: self.claimed)
+    @rule(data=st.data())
+    def start(self, data) -> None:
+        job = data.draw(st.sampled_from(sorted(self.claimed)))
+        node = self.claimed[job]
+        assert not self.run(self.queue.start(job, "n2" if node == "n1" else "n1", b"{}"))
+        assert self.run(self.queue.start(job, node, b"{}"))
+        self.running[job] = self.claimed.pop(job)
+        assert not self.run(self.queue.start(job, node, b"{}"))  # once
+
+    @precondition(lambda self: self.running or self.claimed)
+    @rule(data=st.data())
+    def finish(self, data) -> None:
+        held = {**self.claimed, **self.running}
+        job = data.draw(st.sampled_from(sorted(held)))
+        assert self.run(self.queue.finish(job, held[job], b'{"done": 1}'))
+        self.claimed.pop(job, None)
+        self.running.pop(job, None)
+        self.finished.add(job)
+        assert not self.run(self.queue.finish(job, held[job], b"{}"))  # once
+
+    @precondition(lambda self: any(self.queued.values()))
+    @rule(data=st.data())
+    def cancel_queued(self, data) -> None:
+        job = data.draw(st.sampled_from(sorted(j for q in self.queued.values() for j in q)))
+        assert self.run(self.queue.finish(job, "", b"{}"))
+        for q in self.queued.values():
+            if job in q:
+                q.remove(job)
+        self.finished.add(job)
+
+    @rule(node=st.sampled_from(NODES[:2]))
+    def node_lost(self, node: str) -> None:
+        """What the lost-node reaper does: claimed jobs back to the front, running ones end."""
+        for job in [j for j, n in self.claimed.items() if n == node]:
+            assert self.run(self.queue.requeue(job, node))
+            client = self.run(self.queue.job(job))["client"].decode()
+            self.queued[client].appendleft(job)
+            del self.claimed[job]
+        for job in [j for j, n in self.running.items() if n == node]:
+            assert not self.run(self.queue.requeue(job, node))  # it started: never again
+            assert self.run(self.queue.finish(job, node, b'{"lost": 1}'))
+            del self.running[job]
+            self.finished.add(job)
+
+    @rule()
+    def store_restart(self) -> None:
+        self.server.stop()
+        with pytest.raises(errors.ClusterUnavailable):
+            self.run(self.queue.length())
+        self.server.start()
+
+    @invariant()
+    def matches_the_model(self) -> None:
+        if not hasattr(self, "queue"):
+            return
+        assert self.run(self.queue.length()) == self.total_queued()
+        assert self.run(self.queue.running()) == {**self.claimed, **self.running}
+        held = [j for q in self.queued.values() for j in q] + list(self.claimed)
+        expected_bytes = sum(len(self.uploads[j]) for j in held)
+        assert int(self.server.cli("GET", "jr:queued_bytes") or 0) == expected_bytes
+        for job in self.finished:
+            assert self.run(self.queue.job(job))["state"] == b"finished"
+        for client, jobs in self.queued.items():
+            listed = self.server.cli("LRANGE", f"jr:cq:{client}", "0", "-1").split()
+            assert listed == list(jobs)
+
+
+def test_the_cluster_queue_matches_its_model(redis_server):
+    QueueMachine.server = redis_server
+    run_state_machine_as_test(
+        QueueMachine,
+        settings=settings(max_examples=20, stateful_step_count=25, deadline=None),
+    )

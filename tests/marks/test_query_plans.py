@@ -1,0 +1,112 @@
+"""The statements behind what a user runs most, planned as for a million bookmarks: `bookmark
+list`, `bookmark search --fts`, `ls` of the root and of every top-level directory, and the REST
+list. None scans the bookmarks without an index, or sorts every match to show one page (see
+support.plans: the statistics of a million on a small file)."""
+
+import types
+
+import pytest
+
+from marks import queue
+from marks.library import Library
+from marks.server.routes_bookmarks import list_bookmarks
+from marks.shell import run_script
+from marks.shell.commands import Session
+from marks.store import Store
+from support.plans import NOW, fill, million_shaped, plan, problems
+
+
+@pytest.fixture(scope="module")
+def library(tmp_path_factory):
+    library = Library(Store(tmp_path_factory.mktemp("plans") / "library.db"))
+    fill(library, 240)
+    queue.ReadingQueue(library.store).add([3, 5])  # /queue has something to list
+    million_shaped(library.store)
+    yield library
+    library.store.close()
+
+
+def traced(library: Library, action) -> list[tuple[str, tuple]]:
+    """Every query the action sends to SQLite, with its bindings."""
+    statements: list[tuple[str, tuple]] = []
+
+    def trace(cursor, sql, bindings) -> bool:
+        if sql.lstrip().upper().startswith(("SELECT", "WITH")):
+            statements.append((sql, bindings or ()))
+        return True
+
+    library.store.db.exec_trace = trace
+    try:
+        action(library)
+    finally:
+        library.store.db.exec_trace = None
+    return statements
+
+
+def shell(script: str, out: list[str] | None = None):
+    def run(library: Library) -> None:
+        errors: list[str] = []
+        session = Session(
+            library,
+            write=(out.append if out is not None else lambda text: None),
+            confirm=lambda question: True,
+            now=lambda: NOW,
+        )
+        assert run_script(session, script, errors.append) == 0, errors
+
+    return run
+
+
+def top_directories(library: Library) -> list[str]:
+    shown: list[str] = []
+    shell("ls /", shown)(library)
+    return ["/" + line.split("/")[0] for line in shown]
+
+
+def rest_list(library: Library) -> None:
+    """What `GET /bookmarks?limit=50` runs: the route's own handler with the query it parses."""
+    query = {"query": "", "sort": "added", "reverse": False, "limit": 50, "offset": 0}
+    list_bookmarks(library, types.SimpleNamespace(query={**query, "tag": "", "starred": None}))
+
+
+def test_unread_is_listed_from_its_own_index_at_a_million(library):
+    # Most of a library is unread: its page must come from an index in its order, not from
+    # the older index on visit_count followed by a sort of 600,000 rows (schema 11).
+    assert library.store.value("SELECT stat FROM sqlite_stat1 WHERE idx = 'bookmarks_added'") == (
+        "1000000 1"
+    )
+    sql = "SELECT url FROM bookmarks WHERE visit_count = 0 ORDER BY added DESC, id DESC LIMIT 50"
+    assert plan(library.store, sql, ()) == [
+        "SEARCH bookmarks USING INDEX bookmarks_unread (visit_count=?)"
+    ]
+
+
+def test_what_users_run_most_reads_only_what_it_shows(library):
+    directories = top_directories(library)
+    # Every directory the root lists, whatever its name (a later one is checked too).
+    assert {"/bookmarks", "/tags", "/starred", "/unread", "/domains", "/queue"} <= set(directories)
+    actions = {
+        "bookmark list": lambda library: library.list_bookmarks(limit=50),
+        "bookmark search --fts": lambda library: library.search("page", fts=True, limit=50),
+        "GET /bookmarks?limit=50": rest_list,
+        "ls /": shell("ls /"),
+        **{f"ls {path}": shell(f"ls {path}") for path in directories},
+    }
+    found = {}
+    for name, action in actions.items():
+        statements = traced(library, action)
+        for sql, bindings in statements:
+            bad = problems(library.store, sql, bindings)
+            if bad:
+                found[name] = (sql, bad)
+    assert found == {}
+
+
+def test_the_plan_check_finds_a_full_scan_and_a_sort(library):
+    # The check itself: a filter no index serves, and an order none gives, are both reported.
+    assert problems(library.store, "SELECT id FROM bookmarks WHERE title = ? LIMIT 5", ("x",)) == [
+        "SCAN bookmarks"
+    ]
+    assert problems(
+        library.store, "SELECT id FROM bookmarks WHERE domain = ? ORDER BY title LIMIT 5", ("x",)
+    ) == ["USE TEMP B-TREE FOR ORDER BY"]
