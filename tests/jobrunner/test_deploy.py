@@ -65,16 +65,11 @@ def test_the_unit_is_rootless_delegated_and_hardened():
 
 # --- cluster units and Kubernetes manifests (issue 24, item 7) ---------------------------------
 
-# Added by the cluster mode on branch j24-cluster, not yet in this branch's `jobrunner serve`:
-# the lead removes this exception when the two branches are merged.
-CLUSTER_OPTIONS = {"--cluster", "--advertise", "--lost-after"}
-
-
 def _serve_options() -> set[str]:
     shown = subprocess.run(
         [JOBRUNNER, "serve", "--help"], capture_output=True, text=True, timeout=60, check=True
     ).stdout
-    return set(re.findall(r"(--[a-z0-9-]+)", shown)) | CLUSTER_OPTIONS
+    return set(re.findall(r"(--[a-z0-9-]+)", shown))
 
 
 def _options(argv: list[str]) -> list[str]:

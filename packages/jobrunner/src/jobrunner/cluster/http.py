@@ -20,8 +20,17 @@ from jobrunner.app import _follow, _log_chunks, interface, submission, unless_go
 from jobrunner.cluster.service import ClusterService
 from jobrunner.edge import drop_small_body, refusal_recorder, refuse_websocket
 from jobrunner.logformat import client_key
+from jobrunner.ratelimit import StreamSlot
 from jobrunner.wire import OutputListing
-from servekit import ClientFile, ClientStream, JSONResponse, TrustedProxies, client_ip
+from servekit import (
+    ClientFile,
+    ClientStream,
+    JSONResponse,
+    TrustedProxies,
+    client_ip,
+    descriptors,
+    rate_key,
+)
 
 _DOWNLOAD_HEADERS = {
     "X-Content-Type-Options": "nosniff",
@@ -37,8 +46,19 @@ def build_cluster_app(
     metrics = service.metrics
     store = service.store
 
+    def client(connection: HTTPConnection) -> str:
+        """The client's rate key, as the embedded app derives it (`app.py`): the service and the
+        store count keys and parse no addresses."""
+        return rate_key(client_ip(connection, trusted), s.rate_ipv6_prefix)
+
     def pseudonym(connection: HTTPConnection) -> str:
-        return client_key(service.limiter.key(client_ip(connection, trusted)))
+        return client_key(client(connection))
+
+    def open_stream(connection: HTTPConnection) -> StreamSlot:
+        """As the embedded app: 503 while the process is short of open files."""
+        if descriptors.running_low():
+            raise errors.short_of_files()
+        return service.open_stream(client(connection))
 
     on_refusal = refusal_recorder(metrics, pseudonym)
 
@@ -47,12 +67,14 @@ def build_cluster_app(
         return JSONResponse(service.info(warning))
 
     async def submit(request: Request) -> Response:
-        ip = client_ip(request, trusted)
+        who = client(request)
         length = request.headers.get("content-length")
         if length and length.isdigit() and int(length) > limit:
             raise errors.too_large(s.max_upload_mb)
         try:
-            reservation = await service.admit_cluster(ip)
+            if descriptors.running_low():
+                raise errors.short_of_files()
+            reservation = await service.admit_cluster(who)
         except errors.JobrunnerError:
             await drop_small_body(request)
             raise
@@ -64,7 +86,7 @@ def build_cluster_app(
                 parts,
             ):
                 handed_over = True
-                result = await service.submit_cluster(ip, manifest, parts, reservation, deadline)
+                result = await service.submit_cluster(who, manifest, parts, reservation, deadline)
         except BaseException:
             if not handed_over:
                 await service.cancel_reservation(reservation)
@@ -77,7 +99,7 @@ def build_cluster_app(
         if seconds is None:
             return JSONResponse(await service.cluster_status(job_id))
         await service.fields(job_id)  # 404 before a slot is taken
-        slot = service.open_stream(client_ip(request, trusted))
+        slot = open_stream(request)
         try:
             record = await unless_gone(request, service.cluster_wait(job_id, seconds))
         finally:
@@ -92,7 +114,7 @@ def build_cluster_app(
     async def logs(request: Request) -> Response:
         job_id = request.path_params["job_id"]
         await service.fields(job_id)
-        slot = service.open_stream(client_ip(request, trusted))
+        slot = open_stream(request)
         local = service.jobs.get(job_id)
         chunks = _log_chunks(local.log) if local is not None else _decoded(service, job_id)
         return ClientStream(
@@ -116,7 +138,7 @@ def build_cluster_app(
     async def download(request: Request) -> Response:
         job_id = request.path_params["job_id"]
         url = await service.node_of(job_id)
-        slot = service.open_stream(client_ip(request, trusted))
+        slot = open_stream(request)
         close = metrics.counted("download", slot.close)
         if url is not None:
             assert service.session is not None
@@ -139,7 +161,7 @@ def build_cluster_app(
         )
 
     async def stats(request: Request) -> Response:
-        return JSONResponse(await service.cluster_stats(client_ip(request, trusted)))
+        return JSONResponse(await service.cluster_stats(client(request)))
 
     async def environments(request: Request) -> Response:
         store.check()
@@ -161,7 +183,7 @@ def build_cluster_app(
                 await websocket.close(1013, "Cluster unavailable")
             return
         try:
-            slot = service.open_stream(client_ip(websocket, trusted))
+            slot = open_stream(websocket)
         except (errors.RateLimited, errors.Busy) as error:
             await refuse_websocket(websocket, error, on_refusal)
             return

@@ -69,16 +69,13 @@ class ClusterLimits:
     def __init__(self, store: Store, limits: Limits) -> None:
         self.store = store
         self.limits = limits
-        self._local = RateLimiter(limits)  # only for `key`
         self._reserve = store.client.register_script(_RESERVE)
         self._cancel = store.client.register_script(_CANCEL)
         self._charge = store.client.register_script(_CHARGE)
 
-    def key(self, ip: str) -> str:
-        return self._local.key(ip)
-
-    async def _counts(self, ip: str, take: bool) -> tuple[Verdict, str]:
-        key, token = self.key(ip), secrets.token_hex(8)
+    async def _counts(self, key: str, take: bool) -> tuple[Verdict, str]:
+        """`key`: the client's rate key, from the HTTP edge (an IPv4 address, an IPv6 /64)."""
+        token = secrets.token_hex(8)
         lim = self.limits
         found = await self.store.call(
             self._reserve(
@@ -106,14 +103,14 @@ class ClusterLimits:
         judge._clients[key] = ratelimit._Client(
             active=int(text(found[1])), submits=deque(submits), cpu=deque(cpu)
         )
-        return judge.verdict(ip), token
+        return judge.verdict(key), token
 
-    async def verdict(self, ip: str) -> Verdict:
-        return (await self._counts(ip, take=False))[0]
+    async def verdict(self, key: str) -> Verdict:
+        return (await self._counts(key, take=False))[0]
 
-    async def reserve(self, ip: str) -> Verdict | Reservation:
-        verdict, token = await self._counts(ip, take=True)
-        return Reservation(self.key(ip), token) if verdict.allowed else verdict
+    async def reserve(self, key: str) -> Verdict | Reservation:
+        verdict, token = await self._counts(key, take=True)
+        return Reservation(key, token) if verdict.allowed else verdict
 
     async def cancel(self, reservation: Reservation) -> None:
         await self.store.call(

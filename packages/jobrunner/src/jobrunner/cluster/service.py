@@ -34,7 +34,6 @@ from jobrunner.ratelimit import Limits
 from jobrunner.service import JobService, Runner
 from jobrunner.signing import FINISHED, WorkerKey
 from jobrunner.wire import Quota, Stats, StatusRecord, SubmitResult, SystemStats, decode_status
-from servekit import descriptors
 
 log = logging.getLogger("jobrunner.cluster")
 T = TypeVar("T")
@@ -47,7 +46,7 @@ class Upload(msgspec.Struct, array_like=True):
     """A queued job's upload as it was received and checked: the client's address, the manifest
     text and each file part's name and bytes (gzip tarballs, as sent)."""
 
-    ip: str
+    client: str  # the client's rate key (an IPv4 address, an IPv6 /64)
     manifest: str
     parts: list[tuple[str | None, bytes]]
 
@@ -119,15 +118,19 @@ class ClusterService(JobService):
         self.accepting = False
         while self.taken:
             await self._slot_freed_or(1.0)
-        while any(self._uncollected(job) for job in self.jobs.values()):
+        while any(self._outputs_wanted(job) for job in self.jobs.values()):
             await asyncio.sleep(0.25)
         with contextlib.suppress(errors.ClusterUnavailable):
             await self.registry.leave(self.node_id)
         self._left = True
         log.info("drained: this node has left the cluster")
 
-    def _uncollected(self, job: Job) -> bool:
+    def _outputs_wanted(self, job: Job) -> bool:
         return bool(job.outputs) and job.finished and not job.downloaded >= job.outputs.keys()
+
+    async def hand_over(self) -> None:
+        """Nothing more to hand over after `drain`: the records are in the store, readable from
+        every node, and the drain already waited for this node's outputs to be downloaded."""
 
     async def stop(self) -> None:
         await self.drain()
@@ -233,7 +236,7 @@ class ClusterService(JobService):
         job_dir = self.jobs_dir / claimed.job_id
         deadline = time.monotonic() + self.settings.upload_timeout
         try:
-            job = await self._accept(upload.ip, upload.manifest, parts, job_dir, deadline)
+            job = await self._accept(upload.client, upload.manifest, parts, job_dir, deadline)
         except errors.JobrunnerError as error:  # checked at submit: another node's settings
             await asyncio.to_thread(shutil.rmtree, job_dir, True)
             log.warning("job %s: refused by this node after all: %s", claimed.job_id, error)
@@ -256,7 +259,7 @@ class ClusterService(JobService):
         done = await self._persist(lambda: self.cq.finish(job.id, self.node_id, record))
         if not done:
             log.warning("job %s: its record was not taken (the cluster had settled it)", job.id)
-        key = self.climits.key(job.client_ip)
+        key = job.client
         await self._persist(lambda: self.climits.charge(key, job.id, job.cpu_seconds))
 
     async def _reap_lost(self) -> None:
@@ -296,15 +299,13 @@ class ClusterService(JobService):
 
     # --- submit ----------------------------------------------------------------------------------
 
-    async def admit_cluster(self, client_ip: str) -> Reservation:
+    async def admit_cluster(self, client: str) -> Reservation:
         self.store.check()
         if not self.accepting:
             raise errors.shutting_down()
-        if descriptors.running_low():
-            raise errors.short_of_files()
         if await self.cq.length() >= self.settings.max_queue:
             raise errors.queue_full(self.settings.max_queue)
-        reservation = await self.climits.reserve(client_ip)
+        reservation = await self.climits.reserve(client)
         if not isinstance(reservation, Reservation):
             raise errors.rate_limited(reservation)
         return reservation
@@ -315,7 +316,7 @@ class ClusterService(JobService):
 
     async def submit_cluster(
         self,
-        client_ip: str,
+        client: str,
         manifest_text: str,
         parts: list[uploads.UploadPart],
         reservation: Reservation,
@@ -327,11 +328,11 @@ class ClusterService(JobService):
             checked = [uploads.UploadPart(name, io.BytesIO(data)) for name, data in raw]
             job_dir = self.jobs_dir / new_job_id()
             try:
-                job = await self._accept(client_ip, manifest_text, checked, job_dir, deadline)
+                job = await self._accept(client, manifest_text, checked, job_dir, deadline)
             finally:
                 await asyncio.to_thread(shutil.rmtree, job_dir, True)
             record = _encode(self._record(job))
-            upload = msgspec.msgpack.encode(Upload(client_ip, manifest_text, raw))
+            upload = msgspec.msgpack.encode(Upload(client, manifest_text, raw))
             s = self.settings
             position = await self.cq.enqueue(
                 job.id,
@@ -339,7 +340,7 @@ class ClusterService(JobService):
                 record,
                 job.job_hash,
                 upload,
-                client_ip,
+                client,
                 s.max_queue,
                 s.cluster_upload_mb * 2**20,
             )
@@ -455,9 +456,9 @@ class ClusterService(JobService):
             raise errors.job_not_found(job_id)  # this node ran it, and has forgotten it
         return url
 
-    async def cluster_stats(self, client_ip: str) -> Stats:
+    async def cluster_stats(self, client: str) -> Stats:
         self.store.check()
-        verdict = await self.climits.verdict(client_ip)
+        verdict = await self.climits.verdict(client)
         limit = self.settings.rate_cpu_seconds
         quota = Quota(
             used=verdict.cpu_used,
