@@ -65,6 +65,7 @@ def test_the_unit_is_rootless_delegated_and_hardened():
 
 # --- cluster units and Kubernetes manifests (issue 24, item 7) ---------------------------------
 
+
 def _serve_options() -> set[str]:
     shown = subprocess.run(
         [JOBRUNNER, "serve", "--help"], capture_output=True, text=True, timeout=60, check=True
