@@ -1,7 +1,8 @@
 """The domain layer reaches no HTTP code (issue 24, item 6): each domain module, imported alone in a
-fresh interpreter, loads none of servekit, Starlette or hypercorn. The edge (app.py, edge.py, the
-pool's modules) derives what the domain needs from a request (the client's rate key) and passes it
-in; a domain module that imported servekit for one function loaded the whole server with it."""
+fresh interpreter, loads none of servekit, Starlette or hypercorn. The edge (node/app.py,
+node/edge.py, the pool's modules) derives what the domain needs from a request (the client's rate
+key) and passes it in; a domain module that imported servekit for one function loaded the whole
+server with it."""
 
 import json
 import subprocess
@@ -9,7 +10,7 @@ import sys
 
 import pytest
 
-DOMAIN = ["errors", "ratelimit", "scheduling", "jobs", "manifest", "signing", "service"]
+DOMAIN = ["errors", "ratelimit", "scheduling", "jobs", "manifest", "signing", "node.service"]
 HTTP = ("servekit", "starlette", "hypercorn")
 
 _PROBE = """

@@ -8,7 +8,7 @@ import msgspec
 from hypothesis import given
 from hypothesis import strategies as st
 
-from jobrunner.listing import LISTING_BYTES, ListingBudget, listing
+from jobrunner.node.listing import LISTING_BYTES, ListingBudget, listing
 from jobrunner.wire import OutputFile
 from support.jobclient import log_of, run_job
 

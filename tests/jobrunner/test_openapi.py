@@ -20,11 +20,11 @@ import schemathesis
 from starlette.applications import Starlette
 from starlette.routing import Route, WebSocketRoute
 
-from jobrunner.app import build_app
 from jobrunner.config import Settings
-from jobrunner.pool import Pool
-from jobrunner.pool_app import build_pool_app
-from jobrunner.service import JobService
+from jobrunner.node.app import build_app
+from jobrunner.node.service import JobService
+from jobrunner.pool.app import build_pool_app
+from jobrunner.pool.coordinator import Pool
 from jobrunner.signing import WorkerKey
 from servekit import TrustedProxies
 from support.fakerunner import FakeRunner, Served, serving, steps

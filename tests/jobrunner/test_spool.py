@@ -3,7 +3,7 @@
 import asyncio
 import os
 
-from jobrunner.spool import Spool
+from jobrunner.pool.spool import Spool
 
 
 async def written(spool: Spool, data: bytes, piece: int) -> None:

@@ -1,6 +1,6 @@
 """The real jobrunner app on a real loopback server, in this process, with a FAKE runner.
 
-`FakeRunner` obeys the runner interface (`jobrunner.service.Runner`) without nsjail: the job's
+`FakeRunner` obeys the runner interface (`jobrunner.node.service.Runner`) without nsjail: the job's
 entrypoint is a JSON list of steps (what to print, which files to leave, how to exit, when to wait),
 and its outputs go through the real output collection. So the HTTP contract is tested in seconds,
 without root; the real-sandbox tests stay where they are.
@@ -26,11 +26,11 @@ from typing import Any
 
 import httpx
 
-from jobrunner.app import build_app
 from jobrunner.config import Settings
 from jobrunner.environments import MARKER
+from jobrunner.node.app import build_app
+from jobrunner.node.service import JobService
 from jobrunner.sandbox.jail import RunResult, RunSpec, collect_outputs
-from jobrunner.service import JobService
 from jobrunner.signing import WorkerKey
 from servekit import Listener, TrustedProxies
 from servekit.launcher import serve_async
@@ -174,7 +174,7 @@ async def serving(
     side_ready: asyncio.Future[str] = asyncio.get_running_loop().create_future()
     side = {}
     if metrics:
-        from jobrunner.metrics_app import build_metrics_app
+        from jobrunner.node.metrics_app import build_metrics_app
         from servekit import SideApp
 
         metrics_app = build_metrics_app(service.metrics)

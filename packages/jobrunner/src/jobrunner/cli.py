@@ -7,7 +7,8 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
-from jobrunner import __version__, client_commands
+from jobrunner import __version__
+from jobrunner.client import commands as client_commands
 
 if TYPE_CHECKING:
     from jobrunner.environments import Environments
@@ -174,7 +175,7 @@ def main() -> None:
 )
 def serve(config_file: Path | None, trusted_proxies: tuple[str, ...], **options: Any) -> None:
     """Start the HTTP service."""
-    from jobrunner.server import run_server
+    from jobrunner.node.server import run_server
 
     try:
         run_server(config_file, trusted_proxies=list(trusted_proxies) or None, **options)
@@ -418,7 +419,7 @@ def pool(config_file: Path | None, trusted_proxies: tuple[str, ...], **options: 
     """Run the trusted pool coordinator in front of allowlisted workers. Settings come from
     --config FILE, JOBRUNNER_POOL_<KEY> variables and these options (each beats the one before)."""
     from jobrunner.config import load_pool
-    from jobrunner.pool_server import run_pool
+    from jobrunner.pool.server import run_pool
 
     try:
         settings = load_pool(config_file, trusted_proxies=list(trusted_proxies) or None, **options)

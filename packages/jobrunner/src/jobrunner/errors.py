@@ -1,8 +1,9 @@
 """The errors the service raises: domain facts, with no HTTP in them.
 
 Every refusal is a `JobrunnerError` subclass whose message is the `details` a client sees. The HTTP
-edge (`app.py`, `http_error`) maps each class to a status and an error title once, for the worker
-and the pool alike. The lower-case constructors keep call sites short and are what the pool uses.
+edge (`node/app.py`, `http_error`) maps each class to a status and an error title once, for the
+worker and the pool alike. The lower-case constructors keep call sites short and are what the pool
+uses.
 """
 
 from jobrunner.ratelimit import Verdict

@@ -16,10 +16,17 @@ from starlette.responses import Response
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from jobrunner import errors, proxying
-from jobrunner.app import _follow, _log_chunks, interface, submission, unless_gone, wait_seconds
 from jobrunner.cluster.service import ClusterService
-from jobrunner.edge import drop_small_body, refusal_recorder, refuse_websocket
 from jobrunner.logformat import client_key
+from jobrunner.node.app import (
+    _follow,
+    _log_chunks,
+    interface,
+    submission,
+    unless_gone,
+    wait_seconds,
+)
+from jobrunner.node.edge import drop_small_body, refusal_recorder, refuse_websocket
 from jobrunner.ratelimit import StreamSlot
 from jobrunner.wire import OutputListing
 from servekit import (
@@ -47,8 +54,8 @@ def build_cluster_app(
     store = service.store
 
     def client(connection: HTTPConnection) -> str:
-        """The client's rate key, as the embedded app derives it (`app.py`): the service and the
-        store count keys and parse no addresses."""
+        """The client's rate key, as the embedded app derives it (`node/app.py`): the service and
+        the store count keys and parse no addresses."""
         return rate_key(client_ip(connection, trusted), s.rate_ipv6_prefix)
 
     def pseudonym(connection: HTTPConnection) -> str:

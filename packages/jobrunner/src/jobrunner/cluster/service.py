@@ -30,8 +30,8 @@ from jobrunner.cluster.store import Store, text
 from jobrunner.config import Settings
 from jobrunner.jobs import Job, new_job_id, timestamp
 from jobrunner.metrics import WorkerMetrics
+from jobrunner.node.service import JobService, Runner
 from jobrunner.ratelimit import Limits
-from jobrunner.service import JobService, Runner
 from jobrunner.signing import FINISHED, WorkerKey
 from jobrunner.wire import Quota, Stats, StatusRecord, SubmitResult, SystemStats, decode_status
 

@@ -13,7 +13,7 @@ from typing import IO, TYPE_CHECKING, Any, TypeVar
 import click
 
 if TYPE_CHECKING:
-    from jobrunner.client import Client
+    from jobrunner.client.library import Client
     from jobrunner.wire import StatusRecord
 
 T = TypeVar("T")
@@ -48,7 +48,7 @@ raw_option = click.option(
 
 
 def _say(text: str, *, err: bool = False) -> None:
-    from jobrunner.terminal import printable
+    from jobrunner.client.terminal import printable
 
     click.echo(printable(text), err=err)
 
@@ -65,7 +65,7 @@ def _client_call(server: str, cacert: str | None, action: "Callable[[Client], Aw
     import aiohttp
     import msgspec
 
-    from jobrunner.client import Client, JobrunnerError, RecordProblem
+    from jobrunner.client.library import Client, JobrunnerError, RecordProblem
 
     try:
         client = Client(server, cacert=cacert)
@@ -96,7 +96,7 @@ def _client_call(server: str, cacert: str | None, action: "Callable[[Client], Aw
 
 def _log_writer(raw: bool) -> Callable[[str], None]:
     """Log text as it comes; on a terminal, its control characters shown, never obeyed."""
-    from jobrunner.terminal import printable
+    from jobrunner.client.terminal import printable
 
     safe = not raw and sys.stdout.isatty()
 
@@ -156,7 +156,7 @@ def submit(
 
     With --follow or --download it waits for the end and exits 0 only when the job completed
     and its result is signed, for this very job (its id and the hash of what was sent)."""
-    from jobrunner.client import Client, RecordProblem
+    from jobrunner.client.library import Client, RecordProblem
 
     if entrypoint is None:
         if path.is_file():
@@ -228,7 +228,7 @@ def submit(
 def _show_record(record: Any) -> None:
     import msgspec
 
-    from jobrunner.terminal import json_for_terminal
+    from jobrunner.client.terminal import json_for_terminal
 
     text = msgspec.json.format(msgspec.json.encode(record), indent=2).decode()
     click.echo(json_for_terminal(text))

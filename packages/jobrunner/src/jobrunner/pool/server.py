@@ -5,10 +5,10 @@ from pathlib import Path
 
 from jobrunner import logformat
 from jobrunner.config import PoolSettings
-from jobrunner.pool import Pool, Worker, load_workers
-from jobrunner.pool_app import build_pool_app
+from jobrunner.node.server import side_apps
+from jobrunner.pool.app import build_pool_app
+from jobrunner.pool.coordinator import Pool, Worker, load_workers
 from jobrunner.ratelimit import Limits
-from jobrunner.server import side_apps
 from jobrunner.signing import WorkerKey
 from servekit import Listener, TrustedProxies, serve
 

@@ -24,9 +24,9 @@ from jobrunner import __version__, errors, manifest, signing, uploads
 from jobrunner.config import Settings
 from jobrunner.environments import TEMPLATES, Environments, EnvironmentUnavailable, interpreters
 from jobrunner.jobs import Job, Log, new_job_id, timestamp
-from jobrunner.listing import LISTING_BYTES, ListingBudget, listing
 from jobrunner.logformat import client_key
 from jobrunner.metrics import WorkerMetrics
+from jobrunner.node.listing import LISTING_BYTES, ListingBudget, listing
 from jobrunner.ratelimit import Limits, RateLimiter, Reservation, StreamSlot
 from jobrunner.sandbox import RunResult, RunSpec
 from jobrunner.scheduling import Queued, Scheduler

@@ -38,9 +38,9 @@ from jobrunner import errors, vouching
 from jobrunner.jobs import timestamp
 from jobrunner.logformat import client_key
 from jobrunner.metrics import PoolMetrics
+from jobrunner.pool.spool import Spool
 from jobrunner.ratelimit import Limits, RateLimiter, Reservation, StreamSlot
 from jobrunner.signing import FINISHED, WorkerKey, challenge_message, verify_signature
-from jobrunner.spool import Spool
 from jobrunner.wire import (
     Failure,
     Quota,

@@ -25,19 +25,20 @@ from starlette.routing import Route, WebSocketRoute
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
-from jobrunner import errors, openapi, uploads
-from jobrunner.edge import (
+from jobrunner import errors, uploads
+from jobrunner.jobs import Follower, Job, Log
+from jobrunner.logformat import client_key
+from jobrunner.metrics import Metrics
+from jobrunner.node import openapi
+from jobrunner.node.edge import (
     OnRefusal,
     drop_small_body,
     exception_handlers,
     refusal_recorder,
     refuse_websocket,
 )
-from jobrunner.jobs import Follower, Job, Log
-from jobrunner.logformat import client_key
-from jobrunner.metrics import Metrics
+from jobrunner.node.service import JobService
 from jobrunner.ratelimit import StreamSlot
-from jobrunner.service import JobService
 from servekit import (
     ClientFile,
     ClientStream,

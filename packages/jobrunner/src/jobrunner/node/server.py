@@ -24,9 +24,9 @@ UNSAFE_WARNING = (
 
 
 def run_server(config_file: Path | None = None, **overrides: Any) -> None:
-    from jobrunner.app import build_app
+    from jobrunner.node.app import build_app
+    from jobrunner.node.service import JobService, Runner
     from jobrunner.sandbox import Sandbox, SandboxUnavailable, privilege
-    from jobrunner.service import JobService, Runner
 
     settings = load(config_file, **overrides)
     logformat.configure(settings.log_format)
@@ -117,7 +117,7 @@ def side_apps(
     """The metrics listener, if `--metrics HOST:PORT` asked for one (never the public port)."""
     if address is None:
         return []
-    from jobrunner.metrics_app import build_metrics_app
+    from jobrunner.node.metrics_app import build_metrics_app
 
     host, port = metrics_address(address, public_port)
     announce = logformat.announcer(log_format, "metrics")

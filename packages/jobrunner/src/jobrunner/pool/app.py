@@ -13,11 +13,11 @@ from starlette.responses import Response
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from jobrunner import __version__, errors, proxying
-from jobrunner.app import interface, unless_gone, wait_seconds
-from jobrunner.edge import drop_small_body, refusal_recorder, refuse_websocket
 from jobrunner.logformat import client_key
-from jobrunner.pool import Pool
-from jobrunner.spool import Spool
+from jobrunner.node.app import interface, unless_gone, wait_seconds
+from jobrunner.node.edge import drop_small_body, refusal_recorder, refuse_websocket
+from jobrunner.pool.coordinator import Pool
+from jobrunner.pool.spool import Spool
 from jobrunner.wire import ServerInfo
 from servekit import JSONResponse, TrustedProxies, client_ip
 
