@@ -1,30 +1,25 @@
-"""The web UI's Undo toast and Trash view in Debian's chromium (Playwright) against a live
-`marks serve`. Screenshots of the toast and the Trash view are saved under the test's
-temporary directory (`screenshots/`)."""
+"""The web UI's Undo toast and Trash view in Debian's chromium (Playwright) and firefox-esr
+(WebDriver BiDi) against a live `marks serve`; every test runs in both
+(tests/support/browserui.py). Screenshots of the toast and the Trash view are saved under the
+test's temporary directory (`screenshots/`), one more when the test ends."""
 
 from pathlib import Path
 
 import pytest
 
-from support import chromium_path
+from support.browserui import BROWSERS, expect, launch
 from support.marksserve import Served
 
-sync_api = pytest.importorskip("playwright.sync_api")
 
-
-@pytest.fixture(scope="module")
-def browser():
-    with sync_api.sync_playwright() as playwright:
-        launched = playwright.chromium.launch(executable_path=chromium_path())
+@pytest.fixture(scope="module", params=BROWSERS)
+def browser(request, tmp_path_factory):
+    with launch(request.param, tmp_path_factory.mktemp(request.param)) as launched:
         yield launched
-        launched.close()
 
 
 @pytest.fixture
 def page(browser, served: Served, tmp_path):
-    context = browser.new_context(viewport={"width": 1200, "height": 800})
-    opened = context.new_page()
-    opened.set_default_timeout(15000)
+    opened = browser.new_page(viewport={"width": 1200, "height": 800})
     errors: list[str] = []
     opened.on("pageerror", lambda error: errors.append(str(error)))
     opened.on("dialog", lambda dialog: dialog.accept())  # the "Delete ...?" confirmation
@@ -32,7 +27,7 @@ def page(browser, served: Served, tmp_path):
     opened.wait_for_selector("body[data-loaded=true]")
     yield opened
     shot(opened, tmp_path, "at-the-end")
-    context.close()
+    browser.close_page(opened)
     assert not errors, errors
 
 
@@ -77,24 +72,25 @@ def test_undo_toast_after_a_delete_and_the_trash_view(page, served, tmp_path):
     delete_from_the_editor(page, "Alpha")
     delete_from_the_editor(page, "Beta")
     page.wait_for_selector("#view-trash .trash-item:has-text('Beta')")
-    sync_api.expect(page.locator("#view-trash .trash-item")).to_have_count(2)
+    expect(page.locator("#view-trash .trash-item")).to_have_count(2)
     assert shot(page, tmp_path, "trash-view").stat().st_size > 0
     page.locator("#view-trash .trash-item", has_text="Alpha").locator(".trash-restore").click()
     page.wait_for_selector("#toast:has-text('restored Alpha')")
     page.wait_for_selector("#list .title:text-is('Alpha')")
-    sync_api.expect(page.locator("#view-trash .trash-item")).to_have_count(1)
+    expect(page.locator("#view-trash .trash-item")).to_have_count(1)
     page.click("#view-trash .trash-empty-all")
     page.wait_for_selector("#view-trash .trash-empty")
     assert served.http.get("/trash").json() == []
 
 
-def test_undo_toast_after_an_edit_puts_the_title_back(page, served):
+def test_undo_toast_after_an_edit_puts_the_title_back(page, served, tmp_path):
     made = served.add("https://page.example/", title="Original title", tags=["a"])
     page.reload()
     page.locator("#list > li", has_text="Original title").locator("button.edit").click()
     page.locator("#edit-form [name=title]").fill("Overwritten")
     page.click("#edit-save")
     page.wait_for_selector("#toast:has-text('Saved “Overwritten”')")
+    assert shot(page, tmp_path, "undo-toast-after-an-edit").stat().st_size > 0
     page.click("#toast .toast-undo")
     page.wait_for_selector("#list .title:text-is('Original title')")
     assert served.http.get(f"/bookmarks/{made['id']}").json() == made

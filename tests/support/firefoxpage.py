@@ -78,6 +78,10 @@ _KEYS = {
 }
 
 
+# What BiDi answers when a found element left the page or its layout before the click.
+_ELEMENT_GONE = ("no such node", "stale element", "is not displayed", "out of bounds")
+
+
 class TimeoutError(AssertionError):
     pass
 
@@ -243,6 +247,19 @@ class Locator:
         self.page._wait(lambda: self._all(f"return {conditions[state]};"), timeout, self.steps)
 
     def click(self) -> None:
+        """As Playwright: if the page replaced or hid the element between finding it and
+        clicking it (a list repainting), find it again until the page timeout."""
+        deadline = time.monotonic() + self.page.timeout
+        while True:
+            try:
+                return self._click_once()
+            except BiDiError as error:
+                gone = any(word in str(error) for word in _ELEMENT_GONE)
+                if not gone or time.monotonic() > deadline:
+                    raise
+            time.sleep(0.05)
+
+    def _click_once(self) -> None:
         element = self._element()
         self.page.bidi.send(
             "input.performActions",
