@@ -259,7 +259,34 @@ class Locator:
                     raise
             time.sleep(0.05)
 
+    def _ready_for_click(self) -> bool:
+        """As Playwright's actionability check: the element has not moved over two animation
+        frames (a dialog growing and re-centring as its content arrives) and is what a click at
+        its centre hits (no overlay above it)."""
+        answer = self.page.bidi.send(
+            "script.callFunction",
+            {
+                "functionDeclaration": f"async (steps) => {{ {_FIND};"
+                " const e = find(JSON.parse(steps))[0]; if (!e) return false;"
+                " e.scrollIntoView({block: 'center', inline: 'center'});"
+                " const frame = () => new Promise((done) => requestAnimationFrame(() => done()));"
+                " const before = e.getBoundingClientRect(); await frame(); await frame();"
+                " const after = e.getBoundingClientRect();"
+                " if (['x', 'y', 'width', 'height'].some((k) => before[k] !== after[k]))"
+                " return false;"
+                " const hit = document.elementFromPoint(after.x + after.width / 2,"
+                " after.y + after.height / 2);"
+                " return !!hit && (hit === e || e.contains(hit)); }",
+                "arguments": [{"type": "string", "value": json.dumps(self.steps)}],
+                "awaitPromise": True,
+                "target": {"context": self.page.context},
+            },
+        )
+        return bool(answer["result"].get("value"))
+
     def _click_once(self) -> None:
+        self._one("return true;", visible=True)
+        self.page._wait(self._ready_for_click, None, f"{self.steps} to stand still, uncovered")
         element = self._element()
         self.page.bidi.send(
             "input.performActions",
