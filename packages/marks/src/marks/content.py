@@ -79,6 +79,25 @@ def plugin_extractors(plugins: "Plugins | None") -> list[Extractor]:
     return [ask]
 
 
+def selection(
+    library: Library, ids: Sequence[int], where: str, bindings: "Sequence[apsw.SQLiteValue]"
+) -> tuple[list[str], list["apsw.SQLiteValue"]]:
+    """The SQL conditions (and their values) choosing the bookmarks a fetch run asks for: these
+    ids (each must exist: NotFound otherwise) and a query's WHERE. Shared by content and
+    snapshots, which plan their runs alike."""
+    clauses: list[str] = []
+    values: list[apsw.SQLiteValue] = []
+    if ids:
+        for bookmark_id in ids:
+            library.get(bookmark_id)
+        clauses.append(f"id IN ({','.join('?' * len(ids))})")
+        values += list(ids)
+    if where:
+        clauses.append(where)
+        values += list(bindings)
+    return clauses, values
+
+
 class Content:
     def __init__(
         self,
@@ -164,16 +183,7 @@ class Content:
     ) -> int:
         if not (ids or everything or where):
             raise Invalid("say which pages: IDS, --all or --query EXPR")
-        clauses: list[str] = []
-        values: list[apsw.SQLiteValue] = []
-        if ids:
-            for bookmark_id in ids:
-                self.library.get(bookmark_id)
-            clauses.append(f"id IN ({','.join('?' * len(ids))})")
-            values += list(ids)
-        if where:
-            clauses.append(where)
-            values += list(bindings)
+        clauses, values = selection(self.library, ids, where, bindings)
         web = "(lower(substr(url, 1, 7)) = 'http://' OR lower(substr(url, 1, 8)) = 'https://')"
         condition = " AND ".join(f"({c})" for c in [*clauses, web])
         # Bookmarklets, file:, mailto:, browser pages...: never fetched, counted for the summary.

@@ -87,16 +87,7 @@ class Snapshots:
         the reason: only http(s) pages can be snapshotted)."""
         if not (ids or where or missing):
             raise Invalid("say which pages: IDS, --query EXPR or --missing")
-        clauses: list[str] = []
-        values: list[apsw.SQLiteValue] = []
-        if ids:
-            for bookmark_id in ids:
-                self.library.get(bookmark_id)
-            clauses.append(f"id IN ({','.join('?' * len(ids))})")
-            values += list(ids)
-        if where:
-            clauses.append(where)
-            values += list(bindings)
+        clauses, values = content.selection(self.library, ids, where, bindings)
         if missing:
             clauses.append(
                 "NOT EXISTS (SELECT 1 FROM snapshots s WHERE s.bookmark_id = bookmarks.id)"
