@@ -104,6 +104,9 @@ def test_a_forged_record_is_reported_bad_signature(start_node, redis_server):
     # is not what the node signed), and another one claims a result signed by a key not allowed.
     forged = {**record, "execution_metadata": {**record["execution_metadata"], "exit_code": 7}}
     key = f"jr:job:{record['job_id']}"
+    # The node that ran the job answers `completed` from memory as soon as the job ends; its
+    # record reaches the store a moment later (and would overwrite a forgery made before).
+    assert wait_until(lambda: redis_server.cli("HGET", key, "state") == "finished", timeout=30)
     redis_server.cli("HSET", key, "record", json.dumps(forged))
     for node in nodes:
         seen = status(node.url, record["job_id"])
