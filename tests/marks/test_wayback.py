@@ -115,6 +115,14 @@ def test_health_wayback_stores_the_closest_capture_of_confirmed_broken_links(
     exported = tmp_path / "export.json"
     assert marks("export", "json", "--file", str(exported)).code == 0
     assert any(b.get("archived_url") for b in json.loads(exported.read_text()))
+    # CSV carries the archived copy too, and marks' own CSV import reads it back.
+    as_csv = tmp_path / "export.csv"
+    assert marks("export", "csv", "--file", str(as_csv)).code == 0
+    copy = tmp_path / "copy.db"
+    assert marks("--db", str(copy), "import", "csv", str(as_csv)).code == 0
+    back = json.loads(marks("--db", str(copy), "-o", "json", "bookmark", "list").out)
+    archived = {(b["archived_url"], b["archived_at"]) for b in back if b["archived_url"]}
+    assert archived == {(kept["archived_url"], kept["archived_at"])}
 
 
 def test_wayback_is_off_unless_asked_and_config_turns_it_on(marks, tmp_path, archive):

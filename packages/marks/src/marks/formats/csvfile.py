@@ -60,6 +60,8 @@ ALIASES = {
     "reachable": ("reachable",),
     "last_checked": ("last_checked",),
     "check_result": ("check_result",),
+    "archived_url": ("archived_url",),
+    "archived_at": ("archived_at",),
 }
 TRUE = {"1", "true", "yes", "y", "x", "*"}
 # Folder names that are states, not tags: Instapaper's and Raindrop's own folders.
@@ -107,6 +109,8 @@ def cells(b: Bookmark) -> list[object]:
         _flag(b.reachable),
         clock.to_text(b.last_checked) or "",
         guard(b.check_result or ""),
+        guard(b.archived_url or ""),
+        clock.to_text(b.archived_at) or "",
     ]
 
 
@@ -225,6 +229,8 @@ def read(stream: TextIO) -> Iterator[Record]:
                 reachable=_maybe(cell(row, "reachable")),
                 last_checked=dates.parse_into(cell(row, "last_checked"), notes, "last_checked"),
                 check_result=cell(row, "check_result") or None,
+                archived_url=cell(row, "archived_url") or None,
+                archived_at=dates.parse_into(cell(row, "archived_at"), notes, "archived_at"),
                 where=f"line {line}",
                 notes=notes,
                 undated=added is None,
