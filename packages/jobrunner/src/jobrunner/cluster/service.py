@@ -33,7 +33,7 @@ from jobrunner.metrics import WorkerMetrics
 from jobrunner.node.service import JobService, Runner
 from jobrunner.ratelimit import Limits
 from jobrunner.signing import FINISHED, WorkerKey
-from jobrunner.wire import Quota, Stats, StatusRecord, SubmitResult, SystemStats, decode_status
+from jobrunner.wire import Stats, StatusRecord, SubmitResult, SystemStats, decode_status
 
 log = logging.getLogger("jobrunner.cluster")
 T = TypeVar("T")
@@ -459,15 +459,6 @@ class ClusterService(JobService):
     async def cluster_stats(self, client: str) -> Stats:
         self.store.check()
         verdict = await self.climits.verdict(client)
-        limit = self.settings.rate_cpu_seconds
-        quota = Quota(
-            used=verdict.cpu_used,
-            limit=limit,
-            available=round(max(0.0, limit - verdict.cpu_used), 3),
-            active_jobs=verdict.active,
-            can_submit=verdict.allowed and self.accepting,
-            reason=verdict.reason if self.accepting else "the server is shutting down",
-            retry_after=verdict.retry_after,
-        )
+        quota = self.quota(verdict)
         running = len(await self.cq.running())
         return Stats(quota, SystemStats(queue_length=await self.cq.length(), active_jobs=running))

@@ -27,7 +27,7 @@ from jobrunner.jobs import Job, Log, new_job_id, timestamp
 from jobrunner.logformat import client_key
 from jobrunner.metrics import WorkerMetrics
 from jobrunner.node.listing import LISTING_BYTES, ListingBudget, listing
-from jobrunner.ratelimit import Limits, RateLimiter, Reservation, StreamSlot
+from jobrunner.ratelimit import Limits, RateLimiter, Reservation, StreamSlot, Verdict
 from jobrunner.sandbox import RunResult, RunSpec
 from jobrunner.scheduling import Queued, Scheduler
 from jobrunner.wire import (
@@ -729,10 +729,11 @@ class JobService:
         media_type = mimetypes.guess_type(path)[0] or "application/octet-stream"
         return Download(job.directory / "outputs" / path, path.rpartition("/")[2], media_type)
 
-    def stats(self, client: str) -> Stats:
-        verdict = self.limiter.verdict(client)
+    def quota(self, verdict: Verdict) -> Quota:
+        """What `/stats` tells a client of its limits (the embedded and the cluster verdicts
+        alike): the server shutting down overrides whatever the limits would allow."""
         limit = self.settings.rate_cpu_seconds
-        quota = Quota(
+        return Quota(
             used=verdict.cpu_used,
             limit=limit,
             available=round(max(0.0, limit - verdict.cpu_used), 3),
@@ -741,6 +742,10 @@ class JobService:
             reason=verdict.reason if self.accepting else "the server is shutting down",
             retry_after=verdict.retry_after,
         )
+
+    def stats(self, client: str) -> Stats:
+        verdict = self.limiter.verdict(client)
+        quota = self.quota(verdict)
         return Stats(quota, SystemStats(queue_length=len(self.queue), active_jobs=self.running))
 
     def environment_listing(self) -> EnvironmentListing:
