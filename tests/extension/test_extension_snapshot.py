@@ -77,13 +77,14 @@ def test_the_popup_saves_a_snapshot_and_links_to_the_latest(browser, server, sit
     browser.shot(popup, "popup-snapshot")
     link.click()  # as a person would: the extension opens it in a new tab
 
-    def tab_open() -> bool:  # as the browser lists its tabs (also a round trip to Playwright)
-        return browser.run(
-            "async (url) => (await chrome.tabs.query({})).some((t) => t.url === url)", href
-        )
+    def opened():
+        # The driver hears of the new tab, and of its navigation away from about:blank, a moment
+        # after the browser lists it, and only during a call to the browser: make one, then look.
+        browser.run("async () => (await chrome.tabs.query({})).length")
+        return next((p for p in browser.context.pages if p.url == href), None)
 
-    assert wait_until(tab_open, timeout=15), href
-    snapshot = next(p for p in browser.context.pages if p.url == href)
+    assert wait_until(opened, timeout=15), href
+    snapshot = opened()
     snapshot.wait_for_load_state()
     assert snapshot.inner_text("#secret") == "The members-only tide table"
     assert snapshot.evaluate("() => window.ran") is None  # the page's script did not come along
