@@ -2,6 +2,7 @@
 // browser did not assign (reported here with a way to set them).
 
 import { Client } from "./lib/api.js";
+import { OTHER_SITES } from "./lib/crosssite.js";
 import { api, checkServer, load, originPattern, save } from "./lib/settings.js";
 
 const browser = api();
@@ -57,6 +58,37 @@ async function onTest() {
   }
 }
 
+// "Include images and styles from other sites": the optional host permissions, asked right in
+// the click (a user gesture, which the browser requires), given back when turned off.
+function sayOtherSites(message, ok) {
+  $("other-sites-result").textContent = message;
+  $("other-sites-result").className = ok ? "ok" : "bad";
+}
+
+function onOtherSites(event) {
+  const wanted = event.target.checked;
+  const asked = wanted ? browser.permissions.request(OTHER_SITES) : browser.permissions.remove(OTHER_SITES);
+  asked.then(
+    async () => {
+      const now = await browser.permissions.contains(OTHER_SITES);
+      $("other-sites").checked = now;
+      if (now === wanted) {
+        sayOtherSites(now ? "Snapshots include images and styles from other sites" : "Other sites' files are left out of snapshots", true);
+      } else {
+        sayOtherSites(wanted ? "The browser did not allow access to other sites" : "The browser kept the access to other sites", false);
+      }
+    },
+    (error) => {
+      $("other-sites").checked = !wanted;
+      sayOtherSites(error.message, false);
+    },
+  );
+}
+
+async function showOtherSites() {
+  $("other-sites").checked = await browser.permissions.contains(OTHER_SITES);
+}
+
 async function shortcuts() {
   const commands = await browser.commands.getAll();
   $("shortcut-list").replaceChildren(
@@ -85,6 +117,10 @@ async function start() {
   $("options").addEventListener("submit", onSave);
   $("test").addEventListener("click", onTest);
   $("open-shortcuts").addEventListener("click", () => browser.tabs.create({ url: SHORTCUTS_PAGE }));
+  $("other-sites").addEventListener("click", onOtherSites);
+  browser.permissions.onAdded?.addListener(showOtherSites);
+  browser.permissions.onRemoved?.addListener(showOtherSites);
+  await showOtherSites();
   await shortcuts();
 }
 
