@@ -59,34 +59,37 @@ async function onTest() {
 }
 
 // "Include images and styles from other sites": the optional host permissions, asked right in
-// the click (a user gesture, which the browser requires), given back when turned off.
+// the click (a user gesture, which the browser requires), and the setting that the capture uses
+// them. Off, only the setting goes: Chromium, asked to give "all sites" back, also drops the
+// extension's own hosts (marks serve on 127.0.0.1), so the browser keeps the access until the
+// user removes it in its extension settings.
 function sayOtherSites(message, ok) {
   $("other-sites-result").textContent = message;
   $("other-sites-result").className = ok ? "ok" : "bad";
 }
 
 function onOtherSites(event) {
-  const wanted = event.target.checked;
-  const asked = wanted ? browser.permissions.request(OTHER_SITES) : browser.permissions.remove(OTHER_SITES);
-  asked.then(
-    async () => {
-      const now = await browser.permissions.contains(OTHER_SITES);
-      $("other-sites").checked = now;
-      if (now === wanted) {
-        sayOtherSites(now ? "Snapshots include images and styles from other sites" : "Other sites' files are left out of snapshots", true);
-      } else {
-        sayOtherSites(wanted ? "The browser did not allow access to other sites" : "The browser kept the access to other sites", false);
-      }
+  if (!event.target.checked) {
+    save({ otherSites: false }).then(() => sayOtherSites("Other sites' files are left out of snapshots", true));
+    return;
+  }
+  browser.permissions.request(OTHER_SITES).then(
+    async (allowed) => {
+      await save({ otherSites: allowed });
+      $("other-sites").checked = allowed;
+      if (allowed) sayOtherSites("Snapshots include images and styles from other sites", true);
+      else sayOtherSites("The browser did not allow access to other sites", false);
     },
     (error) => {
-      $("other-sites").checked = !wanted;
+      $("other-sites").checked = false;
       sayOtherSites(error.message, false);
     },
   );
 }
 
 async function showOtherSites() {
-  $("other-sites").checked = await browser.permissions.contains(OTHER_SITES);
+  const { otherSites } = await load();
+  $("other-sites").checked = otherSites && (await browser.permissions.contains(OTHER_SITES));
 }
 
 async function shortcuts() {

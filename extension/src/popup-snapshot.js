@@ -3,7 +3,7 @@
 
 import { Client } from "./lib/api.js";
 import { NEEDS_PERMISSION, OTHER_SITES } from "./lib/crosssite.js";
-import { api, load } from "./lib/settings.js";
+import { api, load, save } from "./lib/settings.js";
 import { latestSnapshot, saveSnapshot, snapshotUrl } from "./lib/snapshot.js";
 import { bookmarkable } from "./lib/urlkey.js";
 
@@ -40,6 +40,7 @@ function offerOtherSites(omitted) {
 
 async function askOtherSites() {
   const allowed = await browser.permissions.request(OTHER_SITES).catch(() => false);
+  if (allowed) await save({ otherSites: true });
   $("snapshot-other-sites").hidden = allowed;
   say(allowed ? "Allowed: save the snapshot again to include them" : "The browser did not allow it", allowed);
 }

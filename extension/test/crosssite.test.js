@@ -42,8 +42,9 @@ function permissions(granted) {
   };
 }
 
-function fetcher(granted = ["http://*/*"], maxBytes = 1 << 20) {
-  const made = new CaptureFetcher({ fetch, permissions: permissions(granted), extensionId: "marks-id", maxBytes });
+function fetcher(granted = ["http://*/*"], maxBytes = 1 << 20, on = true) {
+  const enabled = async () => on;
+  const made = new CaptureFetcher({ fetch, permissions: permissions(granted), enabled, extensionId: "marks-id", maxBytes });
   made.open(7);
   return made;
 }
@@ -68,10 +69,12 @@ test("another site's image, font and stylesheet, with the permission: the exact 
   assert.deepEqual(await ask(made, { url: `${base}/gone.png`, kind: "data" }), { error: "HTTP 404" });
 });
 
-test("without the permission nothing is fetched and the reason says how to allow it", async () => {
+test("without the permission, or with the toggle off, nothing is fetched and the reason says how to allow it", async () => {
   const made = fetcher(["http://127.0.0.2/*", "https://127.0.0.1/*"]);
   const before = asked.length;
   assert.deepEqual(await ask(made, { url: `${base}/wave.png`, kind: "data" }), { error: NEEDS_PERMISSION });
+  const off = fetcher(["http://*/*"], 1 << 20, false); // the permission kept, the toggle off
+  assert.deepEqual(await ask(off, { url: `${base}/wave.png`, kind: "data" }), { error: NEEDS_PERMISSION });
   assert.equal(asked.length, before, "the CDN was not asked");
   assert.match(NEEDS_PERMISSION, /Include images and styles from other sites/);
   assert.deepEqual(OTHER_SITES, { origins: ["http://*/*", "https://*/*"] });

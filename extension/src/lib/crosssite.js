@@ -65,10 +65,12 @@ async function bodyWithin(response, limit) {
 
 export class CaptureFetcher {
   // `fetch` and `permissions` are the browser's (injected so tests can give real ones of Node);
-  // `extensionId` is runtime.id: only our own injected capture may ask.
-  constructor({ fetch, permissions, extensionId, maxBytes }) {
+  // `enabled()` says whether the user turned other sites on; `extensionId` is runtime.id: only
+  // our own injected capture may ask.
+  constructor({ fetch, permissions, enabled, extensionId, maxBytes }) {
     this.fetch = fetch;
     this.permissions = permissions;
+    this.enabled = enabled;
     this.extensionId = extensionId;
     this.maxBytes = maxBytes;
     this.captures = new Map(); // tab id -> { left, open }: the captures this context started
@@ -90,8 +92,10 @@ export class CaptureFetcher {
     return sender?.id === this.extensionId && sender.frameId === 0 && this.captures.has(sender.tab?.id);
   }
 
-  // Any port: Firefox's match patterns have none (Chromium's without one match every port).
+  // Turned on, and the browser's permission for the host (any port: Firefox's match patterns
+  // have none, Chromium's without one match every port).
   async allowed(url) {
+    if (!(await this.enabled())) return false;
     return this.permissions.contains({ origins: [`${url.protocol}//${url.hostname}/*`] });
   }
 

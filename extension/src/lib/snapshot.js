@@ -4,6 +4,7 @@
 
 import { ServerError } from "./api.js";
 import { CaptureFetcher } from "./crosssite.js";
+import { load } from "./settings.js";
 import { bookmarkable } from "./urlkey.js";
 
 export const MAX_BYTES = 20 * 1024 * 1024; // the server's default snapshot_max_mb; it has the last word
@@ -17,6 +18,7 @@ function crossSiteFetcher(browser) {
     crossSite = new CaptureFetcher({
       fetch: globalThis.fetch.bind(globalThis),
       permissions: browser.permissions,
+      enabled: async () => (await load()).otherSites,
       extensionId: browser.runtime.id,
       maxBytes: MAX_BYTES,
     });
