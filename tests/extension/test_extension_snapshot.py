@@ -185,3 +185,35 @@ def test_other_sites_files_come_inlined_once_allowed_in_the_options(browser, ser
     html = _snapshot_html(served, again)
     assert base64.b64encode(CDN_PNG).decode() not in html
     assert "The members-only tide table" in html
+
+
+@pytest.mark.parametrize("chromium_granted_hosts", [OTHER_SITES])
+def test_the_popup_asks_for_other_sites_when_a_snapshot_left_their_files_out(browser, server, site):
+    """A snapshot saved from the popup that left the CDN's files out for want of the permission
+    offers to ask for it; one click (the browser's prompt answered as in the test above) and the
+    next snapshot, captured by the popup itself, has them."""
+    served = server.served
+    browser.configure(served.url, served.token)
+    _, tab = _logged_in_tab(browser, site)
+    popup = browser.extension_page(f"popup.html?url={tab['url']}&tab={tab['id']}")
+    offer = popup.locator("#snapshot-other-sites")
+    assert offer.is_hidden()
+    popup.click("#snapshot")
+    expect(popup.locator("#status")).to_contain_text("2 resource(s) left out")
+    expect(offer).to_be_visible()
+    expect(offer).to_have_text("Include other sites' images next time")
+    browser.shot(popup, "popup-snapshot-other-sites-offer")
+    offer.click()
+    expect(popup.locator("#status")).to_have_text(
+        "Allowed: save the snapshot again to include them"
+    )
+    assert offer.is_hidden()
+    popup.click("#snapshot")
+    expect(popup.locator("#status")).to_contain_text("KB)")
+    assert "left out" not in popup.inner_text("#status")
+    assert offer.is_hidden()
+    bookmark = served.http.get("/bookmarks/lookup", params={"url": site.url("/private")}).json()
+    latest = served.http.get(f"/bookmarks/{bookmark['id']}/snapshots").json()[0]
+    html = served.http.get(f"/snapshots/{latest['id']}").text
+    assert f'src="data:image/png;base64,{base64.b64encode(CDN_PNG).decode()}"' in html
+    assert f"data:font/woff2;base64,{base64.b64encode(CDN_FONT).decode()}" in html
