@@ -14,7 +14,10 @@ export const NEEDS_PERMISSION =
 // Media types each kind may be: what a browser would use as a stylesheet, or as an image, font or
 // media source (servers often send fonts as octet-stream, S3 as binary/octet-stream).
 const TEXT_TYPES = new Set(["text/css"]);
-const DATA_TYPES = /^(image|font|audio|video)\/|^application\/(font-|x-font-|vnd\.ms-fontobject$|octet-stream$)|^binary\/octet-stream$|^$/;
+const DATA_TYPES = new RegExp(
+  [/^(image|font|audio|video)\//, /^application\/(font-|x-font-|vnd\.ms-fontobject$|octet-stream$)/,
+    /^binary\/octet-stream$/, /^$/].map((part) => part.source).join("|"),
+);
 
 function essence(contentType) {
   return String(contentType || "").split(";")[0].trim().toLowerCase();
