@@ -38,9 +38,13 @@ function offerOtherSites(omitted) {
   button.hidden = !omitted.some((item) => item.reason === NEEDS_PERMISSION);
 }
 
+// The setting is saved as the browser is asked, not after: its prompt may close the popup, and
+// the setting alone allows nothing (the capture also needs the permission).
 async function askOtherSites() {
-  const allowed = await browser.permissions.request(OTHER_SITES).catch(() => false);
-  if (allowed) await save({ otherSites: true });
+  const asked = browser.permissions.request(OTHER_SITES);
+  await save({ otherSites: true });
+  const allowed = await asked.catch(() => false);
+  if (!allowed) await save({ otherSites: false });
   $("snapshot-other-sites").hidden = allowed;
   say(allowed ? "Allowed: save the snapshot again to include them" : "The browser did not allow it", allowed);
 }
