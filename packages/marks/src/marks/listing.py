@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 import apsw
 
-from marks import clock, limits, search, tagnames, vfs
+from marks import clock, limits, tagnames, vfs
 from marks.library import Library, NotFound
 from marks.rows import COLUMNS, to_bookmark
 from marks.wire import Bookmark
@@ -78,6 +78,8 @@ class Filesystem:
             raise vfs.PathError(f"no such directory: {location.path}")
 
     def _tag_or_bookmark(self, location: vfs.Location) -> vfs.Location:
+        from marks import search  # tag paths only: `ls /unread` need not load the search
+
         name = location.tag or ""
         if self.store.value(
             "SELECT 1 FROM tags WHERE key = ? OR key LIKE ? ESCAPE '\\' LIMIT 1",
@@ -190,15 +192,27 @@ class Filesystem:
         one query whatever the number of tags (a count per tag would be one query each)."""
         depth = prefix.count("/") + 1 if prefix else 0
         where = "WHERE t.key LIKE ? ESCAPE '\\'" if prefix else ""
-        bindings = (search.like_prefix(tagnames.key(prefix)),) if prefix else ()
+        bindings: tuple[str, ...] = ()
+        if prefix:
+            from marks import search
+
+            bindings = (search.like_prefix(tagnames.key(prefix)),)
         if counts:
             rows = self.store.execute(
                 f"SELECT t.name, bt.bookmark_id FROM tags t "
                 f"JOIN bookmark_tags bt ON bt.tag_id = t.id {where}",
                 bindings,
             )
-        else:
+        elif prefix:
             rows = self.store.execute(f"SELECT t.name, NULL FROM tags t {where}", bindings)
+        else:
+            # `ls /tags` shows every tag's first segment (a lifetime's library has 20,000 tags):
+            # SQLite cuts and groups them, so Python sees each spelling once, in the order of its
+            # oldest tag (whose spelling is kept when two differ in case only, as before).
+            rows = self.store.execute(
+                "SELECT segment, NULL FROM (SELECT substr(name, 1, instr(name || '/', '/') - 1) "
+                "AS segment, min(id) AS first FROM tags GROUP BY segment) ORDER BY first"
+            )
         children: dict[str, str] = {}
         members: dict[str, set[int]] = {}
         for name, bookmark_id in rows:

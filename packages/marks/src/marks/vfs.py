@@ -21,7 +21,7 @@ import datetime as dt
 import posixpath
 from dataclasses import dataclass
 
-from marks import limits, search, tagnames
+from marks import limits, tagnames
 from marks.exceptions import NotFound
 
 TOP = (
@@ -239,6 +239,8 @@ def resolve(cwd: str, path: str, now: dt.datetime) -> Location:
     if top == "tags":
         if len(parts) == 1:
             return Location(absolute, None, Subdirs("tags", ("",)), subtree=Selection("tags != ''"))
+        from marks import search  # (with the query language: only tag paths need it)
+
         name = "/".join(parts[1:])
         # The directory for tag `a/b` holds bookmarks with exactly that tag; its subtags are
         # directories. A numeric last part may instead be a bookmark: listing.py decides.
