@@ -203,16 +203,8 @@ class Filesystem:
                 f"JOIN bookmark_tags bt ON bt.tag_id = t.id {where}",
                 bindings,
             )
-        elif prefix:
-            rows = self.store.execute(f"SELECT t.name, NULL FROM tags t {where}", bindings)
         else:
-            # `ls /tags` shows every tag's first segment (a lifetime's library has 20,000 tags):
-            # SQLite cuts and groups them, so Python sees each spelling once, in the order of its
-            # oldest tag (whose spelling is kept when two differ in case only, as before).
-            rows = self.store.execute(
-                "SELECT segment, NULL FROM (SELECT substr(name, 1, instr(name || '/', '/') - 1) "
-                "AS segment, min(id) AS first FROM tags GROUP BY segment) ORDER BY first"
-            )
+            rows = self.store.execute(f"SELECT t.name, NULL FROM tags t {where}", bindings)
         children: dict[str, str] = {}
         members: dict[str, set[int]] = {}
         for name, bookmark_id in rows:
@@ -221,7 +213,7 @@ class Filesystem:
             children.setdefault(folded, segment)
             if bookmark_id is not None:
                 members.setdefault(folded, set()).add(bookmark_id)
-        order = sorted(children, key=lambda folded: children[folded].casefold())
+        order = sorted(children)  # by the folded name: each key is its name's casefold
         return [
             Entry(children[folded], True, len(members.get(folded, ())) if counts else None)
             for folded in order
@@ -282,10 +274,17 @@ class Filesystem:
 
 def _counting(selection: vfs.Selection) -> tuple[str, tuple]:
     """The statement counting a directory's bookmarks: all of them without a WHERE (SQLite
-    counts a table's pages then, not its rows), and a capped directory (/popular) only up to
-    its cap rather than every bookmark that would qualify."""
+    counts a table's pages then, not its rows), all less the others when those are fewer
+    (/unread), and a capped directory (/popular) only up to its cap rather than every bookmark
+    that would qualify."""
     if selection.where == "1" and not selection.limit:
         return "SELECT count(*) FROM bookmarks", ()
+    if selection.others and not selection.limit:
+        return (
+            "SELECT (SELECT count(*) FROM bookmarks) - "
+            f"(SELECT count(*) FROM bookmarks WHERE {selection.others})",
+            (),
+        )
     if selection.limit:
         return (
             f"SELECT count(*) FROM (SELECT 1 FROM bookmarks WHERE {selection.where} LIMIT ?)",

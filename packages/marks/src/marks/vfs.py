@@ -58,6 +58,10 @@ class Selection:
     bindings: tuple = ()
     order: str = NEWEST
     limit: int | None = None
+    # The bookmarks NOT selected, when they are the fewer: the directory's count is then every
+    # bookmark (SQLite counts a table without reading its rows) less these. Exact, so it must be
+    # the whole complement of `where` over every row the table can hold.
+    others: str = ""
 
 
 @dataclass(frozen=True)
@@ -92,7 +96,9 @@ COLLECTIONS = {
     "bookmarks": Selection("1"),
     "starred": Selection("starred = 1"),
     "archived": Selection("archived = 1"),
-    "unread": Selection("visit_count = 0"),
+    # Two thirds of a library: counting the visited third is 4 times less work (visit_count is
+    # NOT NULL and never negative: the schema checks it).
+    "unread": Selection("visit_count = 0", others="visit_count > 0"),
     "popular": Selection("visit_count > 0", order="visit_count DESC, id DESC", limit=POPULAR_SIZE),
     "broken": Selection("reachable = 0"),
     "untagged": Selection("tags = ''"),
