@@ -90,3 +90,13 @@ def test_a_tag_directory_loads_the_tag_rules_it_needs(sample, tmp_path):
     assert "Kept" in shown
     assert "marks.search" in modules  # the tag clauses live there; the check above is not vacuous
     assert not modules & NEVER, sorted(modules & NEVER)
+
+
+def test_a_command_loaded_on_use_is_listed_and_runs(marks):
+    # `bookmark health` lives in its own module, imported when run or when help lists it.
+    listed = marks("bookmark", "--help", db=False).out
+    assert "health" in listed and "Check that bookmarked links still work" in " ".join(
+        listed.split()
+    )
+    assert "Exit status: 0" in marks("bookmark", "health", "--help", db=False).out
+    assert marks("bookmark", "health", "--dry-run").code == 0
