@@ -60,7 +60,7 @@ def shell(script: str, out: list[str] | None = None):
 def top_directories(library: Library) -> list[str]:
     shown: list[str] = []
     shell("ls /", shown)(library)
-    return ["/" + line.split("/")[0] for line in shown]
+    return ["/" + line.split("/")[0] for line in "".join(shown).splitlines()]
 
 
 def rest_list(library: Library) -> None:

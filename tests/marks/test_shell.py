@@ -124,6 +124,17 @@ def test_root_lists_every_directory_with_a_count(sample):
     ]
 
 
+def test_the_unread_count_is_every_bookmark_less_the_visited_and_follows_visits(sample):
+    # /unread is counted as all bookmarks less the visited (the fewer at a million): the number
+    # must stay the one its listing shows, before and after a visit.
+    shell = Shell(sample)
+    unread = shell.ids("ls /unread")
+    assert len(unread) == 2 and "unread/ (2)" in shell("ls /")
+    shell(f"visit {unread[0]}")
+    assert shell.ids("ls /unread") == unread[1:] and "unread/ (1)" in shell("ls /")
+    assert "recent/ (4)" in shell("ls /")
+
+
 def test_tags_nest_with_subtags_and_bookmarks_together(sample):
     shell = Shell(sample)
     assert shell("ls /tags").splitlines() == ["dev/", "reading/"]

@@ -197,7 +197,22 @@ class WordsCommand(click.Command):
 
 
 class Group(click.Group):
-    """Every command of a group takes the global options too."""
+    """Every command of a group takes the global options too. `lazy` names commands kept in
+    a module of their own ("module:attribute"), imported only when that command runs or help
+    lists it: `bookmark list` need not load the link checker's command."""
+
+    def __init__(self, *args: Any, lazy: dict[str, str] | None = None, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.lazy = lazy or {}
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*super().list_commands(ctx), *self.lazy})
+
+    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
+        if name in self.lazy and name not in self.commands:
+            module, _, attribute = self.lazy[name].partition(":")
+            self.add_command(getattr(importlib.import_module(module), attribute), name)
+        return super().get_command(ctx, name)
 
     def command(self, *args: Any, **kwargs: Any) -> Any:  # Click's overloads, one behaviour
         decorator = super().command(*args, **kwargs)
