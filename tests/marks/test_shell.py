@@ -160,7 +160,11 @@ def test_collections_and_their_filters(sample):
     assert shell.ids("ls /pdfs") == [3]
     assert shell.ids("ls /domains/github.com") == [5]
     assert shell.ids("ls /domains/www.github.com") == [5]
-    assert shell("ls /domains").splitlines()[0] == "docs.rust-lang.org/ (1)"
+    # Names alone, as in /tags; `ls -l` counts each domain's bookmarks.
+    assert shell("ls /domains").splitlines()[0] == "docs.rust-lang.org/"
+    long = shell("ls -l /domains").splitlines()
+    hosts = ["docs.rust-lang.org", "example.org", "github.com", "news.example", "python.org"]
+    assert [line.split() for line in long] == [["d", "1", f"{host}/"] for host in hosts]
 
 
 def test_recent_periods_with_monday_weeks_and_month_turns(sample):
