@@ -11,6 +11,7 @@ BM25 with the title weighted highest (the sum over both indexes), and carry a sn
 Without FTS5 (see `marks.store`) the same query tree becomes substring matches (`query_substring`).
 """
 
+import json
 from collections.abc import Iterable
 from typing import Any
 
@@ -169,7 +170,11 @@ def _encodable(text: str) -> str:
     return text
 
 
-def full_text(store: Any, text: str, limit: int | None) -> list[SearchHit]:
+def full_text(
+    store: Any, text: str, limit: int | None, ranked: int = RANKED_HITS
+) -> list[SearchHit]:
+    """The hits of a query, best first: when it is one FTS5 expression, BM25 ranks its newest
+    `ranked` hits and the older ones follow newest first, unranked (score None)."""
     tree = parse(_encodable(text))
     whole = _fts(tree)
     count = -1 if limit is None else limit
@@ -183,7 +188,7 @@ def full_text(store: Any, text: str, limit: int | None) -> list[SearchHit]:
         # the same as one in RANKED_HITS (see RANKED_HITS for why).
         sql = (
             f"WITH pool AS MATERIALIZED (SELECT rowid AS id, bm25({table}, {WEIGHTS}) AS score "
-            f"FROM {table} WHERE {table} MATCH ?1 ORDER BY rowid DESC LIMIT {RANKED_HITS}), "
+            f"FROM {table} WHERE {table} MATCH ?1 ORDER BY rowid DESC LIMIT ?3), "
             "hit AS (SELECT * FROM (SELECT id, score FROM pool ORDER BY score, id DESC LIMIT ?2) "
             "UNION ALL SELECT * FROM (SELECT rowid AS id, NULL AS score "
             f"FROM {table} WHERE {table} MATCH ?1 AND rowid < (SELECT min(id) FROM pool) "
@@ -191,7 +196,7 @@ def full_text(store: Any, text: str, limit: int | None) -> list[SearchHit]:
             f"SELECT {QUALIFIED}, hit.score FROM hit JOIN bookmarks b ON b.id = hit.id "
             "ORDER BY hit.score IS NULL, hit.score, b.id DESC"
         )
-        bindings: list[Any] = [expression, count]
+        bindings: list[Any] = [expression, count, ranked]
     else:  # tags, a stand-alone NOT, or both indexes: SQL decides, FTS5 ranks what it can
         where_bindings: list[Any] = []
         where = _sql(tree, where_bindings)
@@ -237,18 +242,23 @@ def full_text(store: Any, text: str, limit: int | None) -> list[SearchHit]:
 
 def _snippets(store: Any, rankings: dict[str, str], ids: list[int]) -> dict[int, str]:
     """Snippets for the rows shown only (computing them for every match is the slow part); the
-    stemmed index's first, the prefix index's where the first has none."""
+    stemmed index's first, the prefix index's where the first has none.
+
+    The hits between the lowest and the highest id shown are walked once and the shown ones
+    picked (`+rowid` keeps SQLite from seeking each id in the index, 0.15 ms a seek for a common
+    word: 11 ms for a page of 50, against 2 ms for the walk); the ids go as one JSON array, as
+    many as there are (one variable each would fail past SQLite's 32,766)."""
     found: dict[int, str] = {}
     for table, ranking in rankings.items():
         missing = [bookmark_id for bookmark_id in ids if bookmark_id not in found]
         if not missing:
             break
-        marks = ",".join("?" * len(missing))
         found.update(
             store.execute(
                 f"SELECT rowid, snippet({table}, -1, '[', ']', '…', 10) FROM {table} "
-                f"WHERE {table} MATCH ? AND rowid IN ({marks})",
-                [ranking, *missing],
+                f"WHERE {table} MATCH ? AND rowid BETWEEN ? AND ? "
+                "AND +rowid IN (SELECT value FROM json_each(?))",
+                [ranking, min(missing), max(missing), json.dumps(missing)],
             )
         )
     return found
