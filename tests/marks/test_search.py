@@ -248,3 +248,25 @@ def test_every_hit_has_its_snippet_past_sqlites_limit_of_variables(library):
     hits = library.search("kernel", fts=True, limit=None)
     assert len(hits) == 40
     assert all(hit.snippet and "[kernel]" in hit.snippet for hit in hits)
+
+
+def test_a_tag_takes_its_subtags_and_none_of_its_neighbours(library):
+    # `#dev` is read as a range of tag keys (`dev` up to `dev0`): what lies in the range but is
+    # neither `dev` nor under `dev/` stays out, and LIKE's wildcards never were a tag's.
+    names = ["dev", "Dev/Rust", "dev/py/3", "dev-tools", "dev.x", "dev0", "devx/y", "de", "d_v/a"]
+    ids = {
+        name: library.add(f"https://example.com/{n}", tags=[name]).id
+        for n, name in enumerate(names)
+    }
+
+    def tagged(query: str) -> set[str]:
+        found = {hit.bookmark.id for hit in library.search(query, fts=True)}
+        return {name for name, bookmark_id in ids.items() if bookmark_id in found}
+
+    assert tagged("#dev") == {"dev", "Dev/Rust", "dev/py/3"}
+    assert tagged("#DEV/rust") == {"Dev/Rust"}
+    assert tagged("#dev/py") == {"dev/py/3"}
+    assert tagged("#d_v") == {"d_v/a"}
+    assert tagged("#d%v") == set()
+    listed = library.list_bookmarks(tag="dev")
+    assert {bookmark.id for bookmark in listed} == {ids["dev"], ids["Dev/Rust"], ids["dev/py/3"]}

@@ -80,7 +80,7 @@ class Filesystem:
     def _tag_or_bookmark(self, location: vfs.Location) -> vfs.Location:
         name = location.tag or ""
         if self.store.value(
-            "SELECT 1 FROM tags WHERE key = ? OR key LIKE ? ESCAPE '\\' LIMIT 1",
+            f"SELECT 1 FROM tags WHERE {search.tag_keys()} LIMIT 1",
             search.tag_bindings(name),
         ):
             return location

@@ -138,11 +138,21 @@ def exact_tag_clause() -> str:
 
 
 def tag_clause() -> str:
-    """Bookmarks with a tag or any of its descendants (bind `tag_bindings(name)`)."""
+    """Bookmarks with a tag or any of its descendants (bind `tag_bindings(name)`).
+
+    The tag and its descendants are read as a range of keys (see `tag_bindings`), not as
+    `key = 'dev' OR key LIKE 'dev/%'`: SQLite cannot read a LIKE with an ESCAPE from the key index, so it joined
+    every tag of every bookmark to find one tag's (1.4 s at a million, for a tag of 175)."""
     return (
         "id IN (SELECT bt.bookmark_id FROM bookmark_tags bt JOIN tags t ON t.id = bt.tag_id "
-        "WHERE t.key = ? OR t.key LIKE ? ESCAPE '\\')"
+        f"WHERE {tag_keys('t.key')})"
     )
+
+
+def tag_keys(column: str = "key") -> str:
+    """Tags' keys equal to a tag's or under it (bind `tag_bindings(name)`), as a range the key
+    index serves (see `tag_clause`)."""
+    return f"{column} >= ? AND {column} < ? AND ({column} = ? OR {column} >= ?)"
 
 
 def like_escape(text: str) -> str:
@@ -158,7 +168,9 @@ def like_prefix(name: str) -> str:
 def tag_bindings(name: str) -> list[str]:
     """Bindings for `tag_clause()`: tags compare by their case-folded key (`Äpfel` = `äpfel`)."""
     folded = tag_key(name)
-    return [folded, like_prefix(folded)]
+    # One range of the key index, `dev` up to `dev0` ("0" follows "/"), less what is in it but
+    # neither the tag nor under it (`dev-tools`, `dev.x`).
+    return [folded, folded + "0", folded, folded + "/"]
 
 
 def _encodable(text: str) -> str:
