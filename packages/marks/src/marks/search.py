@@ -6,7 +6,8 @@ Two FTS5 indexes hold the same columns (schema migrations 1 and 3): `bookmarks_f
 as written ("Programming"), which the stemmed index cannot (it holds "program"). Every word or
 phrase goes to the stemmed index, every prefix to the unstemmed one. User text is always quoted,
 so no user text is FTS5 syntax. Tags and stand-alone negations become SQL. Results are ranked by
-BM25 with the title weighted highest (the sum over both indexes), and carry a snippet.
+BM25 with the title weighted highest (the sum over both indexes), and carry a snippet; a query
+of one FTS5 expression ranks its newest RANKED_HITS hits, the older follow unranked.
 
 Without FTS5 (see `marks.store`) the same query tree becomes substring matches (`query_substring`).
 """
