@@ -69,6 +69,24 @@ def _top_directories(db: Path, env: dict[str, str]) -> list[str]:
     return ["/" + name.strip("/") for name in shown if name.endswith("/")]
 
 
+def _rare_word(db: Path) -> str:
+    """The first tag named like `python1561` (a word and a number: the generator's, a few
+    hundred bookmarks each): the word differs with the seed and the size, so it is read."""
+    import apsw
+
+    connection = apsw.Connection(str(db), flags=apsw.SQLITE_OPEN_READONLY)
+    try:
+        found = connection.execute(
+            "SELECT name FROM tags WHERE name GLOB '[a-z]*[0-9]' AND name NOT GLOB '*[/ ]*' "
+            "ORDER BY id LIMIT 1"
+        ).fetchall()
+    finally:
+        connection.close()
+    if not found:
+        raise RuntimeError("the generated library has no tag named like python1561")
+    return str(found[0][0])
+
+
 def run() -> list[Row]:
     rows: list[Row] = _Rows()
     compile_marks()
@@ -106,6 +124,18 @@ def run() -> list[Row]:
                 150,
             )
         )
+        # A rare word (a tag's own word: a few hundred bookmarks) and two common words, besides
+        # `kernel`, in a fifth of the library: what a ranking bounded for the common word keeps.
+        rare = _rare_word(db)
+        for words in (rare, "kernel python"):
+            rows.append(
+                Row(
+                    f"bookmark search --fts '{words}' at {size}",
+                    _median_ms([*marks, "bookmark", "search", "--fts", *words.split()], env),
+                    "ms",
+                    150,
+                )
+            )
         rows.append(
             Row(
                 f"bookmark list --limit 50 at {size}",

@@ -557,7 +557,7 @@ class Library:
             verb = "merged tag {!r} into {!r}" if merged else "renamed tag {!r} to {!r}"
             self.said(verb.format(old_name, new_name) + f" on {affected} bookmark(s)")
             rows = self.store.execute(
-                "SELECT id, name FROM tags WHERE key = ? OR key LIKE ? ESCAPE '\\'",
+                f"SELECT id, name FROM tags WHERE {search.tag_keys()}",
                 search.tag_bindings(old_name),
             ).fetchall()
             depth = old_name.count("/") + 1
@@ -611,7 +611,7 @@ class Library:
             self.said(f"deleted tag {name!r} from {affected} bookmark(s)")
             self.store.execute(
                 "DELETE FROM bookmark_tags WHERE tag_id IN "
-                "(SELECT id FROM tags WHERE name = ? OR name LIKE ? ESCAPE '\\')",
+                f"(SELECT id FROM tags WHERE {search.tag_keys()})",
                 search.tag_bindings(name),
             )
             self._drop_orphan_tags()

@@ -82,7 +82,7 @@ class Filesystem:
 
         name = location.tag or ""
         if self.store.value(
-            "SELECT 1 FROM tags WHERE key = ? OR key LIKE ? ESCAPE '\\' LIMIT 1",
+            f"SELECT 1 FROM tags WHERE {search.tag_keys()} LIMIT 1",
             search.tag_bindings(name),
         ):
             return location
