@@ -72,3 +72,25 @@ class RedisServer:
             self.proc.kill()
             self.proc.wait(5)
             self.proc = None
+
+
+class Monitor:
+    """Every command the server runs (redis-cli MONITOR), written to a file as it comes."""
+
+    def __init__(self, server: RedisServer, folder: Path) -> None:
+        self.path = folder / "monitor.txt"
+        self.output = self.path.open("wb")
+        self.proc = subprocess.Popen(
+            ["redis-cli", "-p", str(server.port), "monitor"], stdout=self.output
+        )
+
+    def count(self, *words: str) -> int:
+        """Commands seen so far whose line holds every one of `words` (quoted as MONITOR does)."""
+        quoted = [f'"{word}"' for word in words]
+        lines = self.path.read_text(errors="replace").splitlines()
+        return sum(1 for line in lines if all(word in line for word in quoted))
+
+    def close(self) -> None:
+        self.proc.kill()
+        self.proc.wait(5)
+        self.output.close()

@@ -14,17 +14,18 @@ import io
 import logging
 import shutil
 import time
-from collections.abc import Awaitable, Callable
-from typing import TypeVar
+from collections.abc import Awaitable, Callable, Iterator
+from typing import Any, TypeVar
 
 import aiohttp
 import msgspec
+from redis.exceptions import RedisError
 from yarl import URL
 
 from jobrunner import errors, uploads, vouching
 from jobrunner.cluster.limits import ClusterLimits, Reservation
 from jobrunner.cluster.logs import LogStreams
-from jobrunner.cluster.queue import Claimed, ClusterQueue, QueueFull
+from jobrunner.cluster.queue import Claimed, ClusterQueue, NotAllowed, QueueFull
 from jobrunner.cluster.registry import NodeFacts, Registry
 from jobrunner.cluster.store import Store, text
 from jobrunner.config import Settings
@@ -37,7 +38,13 @@ from jobrunner.wire import Stats, StatusRecord, SubmitResult, SystemStats, decod
 
 log = logging.getLogger("jobrunner.cluster")
 T = TypeVar("T")
-POLL = 0.02  # seconds between two claims of an idle node (a claim of an empty queue is cheap)
+# An idle node waits for the queue's wake-up (`ClusterQueue.wait_for_work`) and claims at once;
+# it claims anyway every IDLE seconds (the safety net: a wake-up taken by a node that died).
+IDLE = 1.0
+NOT_ALLOWED = 1.0  # seconds between two claims of a node whose key is not on the allowlist
+# A status request waiting for a job another node runs wakes at the job's end (the store's
+# `done` channel) and looks again every RECHECK seconds anyway (the channel lost meanwhile).
+RECHECK = 1.0
 BEAT = 0.5  # seconds between two heartbeats
 _encode = msgspec.json.encode
 
@@ -65,7 +72,9 @@ class ClusterService(JobService):
         self.store = store
         self.advertise = advertise
         self.node_id = key.worker_id
-        self.cq = ClusterQueue(store, settings.fair_window, settings.retention)
+        self.cq = ClusterQueue(
+            store, settings.fair_window, settings.retention, settings.rate_cpu_window
+        )
         self.climits = ClusterLimits(
             store,
             Limits(
@@ -83,6 +92,7 @@ class ClusterService(JobService):
         self._slot_freed = asyncio.Event()
         self._node_tasks: set[asyncio.Task[None]] = set()
         self._allowed: tuple[float, set[str]] = (0.0, set())
+        self._watchers: dict[str, set[asyncio.Event]] = {}  # job id -> status requests waiting
         self.session: aiohttp.ClientSession | None = None
         self._left = False  # drained and out of the registry
 
@@ -97,6 +107,7 @@ class ClusterService(JobService):
             ("heartbeat", self._heartbeat),
             ("claimer", self._claimer),
             ("lost-nodes", self._reap_lost),
+            ("finished-jobs", self._listen),
         ):
             self._spawn(loop(), name)
 
@@ -160,21 +171,69 @@ class ClusterService(JobService):
             await asyncio.sleep(BEAT)
 
     async def _claimer(self) -> None:
-        """Claim a job whenever a slot is free (pull): never more than `concurrency` at once."""
+        """Claim a job whenever a slot is free (pull): never more than `concurrency` at once.
+        Idle, wait for the queue's wake-up; a slot freed by a job's end was offered the next
+        job already (`_publish`)."""
         while True:
             if not self.accepting or self.taken >= self.settings.concurrency:
                 await self._slot_freed_or(1.0)
                 continue
             try:
                 claimed = await self.cq.claim(self.node_id, self.advertise)
+                if claimed is None:
+                    await self.cq.wait_for_work(IDLE)
+                    continue
+            except NotAllowed:
+                await asyncio.sleep(NOT_ALLOWED)
+                continue
             except errors.ClusterUnavailable:
                 await asyncio.sleep(BEAT)
                 continue
-            if claimed is None:
-                await self._slot_freed_or(POLL)
-                continue
-            self.taken += 1
-            self._spawn(self._take(claimed), f"job-{claimed.job_id}")
+            self._took(claimed)
+
+    def _took(self, claimed: Claimed) -> None:
+        self.taken += 1
+        self._spawn(self._take(claimed), f"job-{claimed.job_id}")
+        self._changed(claimed.job_id)  # a status request waiting here now follows it locally
+
+    def _changed(self, job_id: str) -> None:
+        for event in self._watchers.pop(job_id, ()):
+            event.set()
+
+    @contextlib.contextmanager
+    def _watching(self, job_id: str) -> Iterator[asyncio.Event]:
+        """An event set when the job finishes anywhere or this node claims it."""
+        event = asyncio.Event()
+        self._watchers.setdefault(job_id, set()).add(event)
+        try:
+            yield event
+        finally:
+            waiting = self._watchers.get(job_id)
+            if waiting is not None:
+                waiting.discard(event)
+                if not waiting:
+                    del self._watchers[job_id]
+
+    async def _listen(self) -> None:
+        """Every job that finishes in the cluster is published on the store's `done` channel:
+        wake the status requests waiting for it here. Lost messages (the store away) only
+        delay them to their next look (RECHECK)."""
+        channel = self.store.key("done")
+        while True:
+            pubsub: Any = self.store.client.pubsub()  # redis-py leaves aclose untyped
+            try:
+                await pubsub.subscribe(channel)
+                while True:
+                    message = await pubsub.get_message(
+                        ignore_subscribe_messages=True, timeout=RECHECK
+                    )
+                    if message is not None:
+                        self._changed(text(message["data"]))
+            except (RedisError, OSError):
+                await asyncio.sleep(BEAT)
+            finally:
+                with contextlib.suppress(RedisError, OSError):
+                    await pubsub.aclose()
 
     async def _persist(self, work: Callable[[], Awaitable[T]]) -> T:
         """`work()` once the store answers: a node's own facts are never dropped for an outage."""
@@ -230,6 +289,20 @@ class ClusterService(JobService):
             self.taken -= 1
             self._slot_freed.set()
 
+    async def _publish(self, job: Job) -> None:
+        """The job's final record (and its CPU, for its client's limits) into the store; in
+        the same call, the slot it leaves claims the next job, if this node takes any."""
+        record = _encode(self._record(job))
+        taking = self.accepting and self.taken <= self.settings.concurrency
+        url = self.advertise if taking else ""
+        done, claimed = await self._persist(
+            lambda: self.cq.finish_and_claim(job.id, self.node_id, record, job.cpu_seconds, url)
+        )
+        if not done:
+            log.warning("job %s: its record was not taken (the cluster had settled it)", job.id)
+        if claimed is not None:
+            self._took(claimed)
+
     async def _unpack_claimed(self, claimed: Claimed, queued: StatusRecord) -> Job | None:
         upload = msgspec.msgpack.decode(claimed.upload, type=Upload)
         parts = [uploads.UploadPart(name, io.BytesIO(data)) for name, data in upload.parts]
@@ -252,15 +325,6 @@ class ClusterService(JobService):
         job.queued_at = self.clock()
         self.jobs[job.id] = job
         return job
-
-    async def _publish(self, job: Job) -> None:
-        """The job's final record into the store (and its CPU into its client's limits)."""
-        record = _encode(self._record(job))
-        done = await self._persist(lambda: self.cq.finish(job.id, self.node_id, record))
-        if not done:
-            log.warning("job %s: its record was not taken (the cluster had settled it)", job.id)
-        key = job.client
-        await self._persist(lambda: self.climits.charge(key, job.id, job.cpu_seconds))
 
     async def _reap_lost(self) -> None:
         """Settle the jobs of nodes whose heartbeat has expired (see `registry`)."""
@@ -351,7 +415,6 @@ class ClusterService(JobService):
             await self.cancel_reservation(reservation)
             raise
         self.metrics.accepted.inc()
-        self._slot_freed.set()  # this node's claimer looks now, if it has a free slot
         log.info("job %s accepted into the cluster queue", job.id)
         return SubmitResult(job.id, "queued", position, job.job_hash)
 
@@ -399,16 +462,19 @@ class ClusterService(JobService):
     async def cluster_wait(self, job_id: str, seconds: float) -> StatusRecord:
         deadline = time.monotonic() + seconds
         while True:
-            record = await self.cluster_status(job_id)
-            if record.status in FINISHED or time.monotonic() >= deadline:
-                return record
-            local = self.jobs.get(job_id)
-            if local is not None:  # this node runs it: its own signed record, once final
+            with self._watching(job_id) as changed:
+                record = await self.cluster_status(job_id)
+                if record.status in FINISHED or time.monotonic() >= deadline:
+                    return record
+                local = self.jobs.get(job_id)
+                if local is not None:  # this node runs it: its own signed record, once final
+                    with contextlib.suppress(TimeoutError):
+                        async with asyncio.timeout(max(0.0, deadline - time.monotonic())):
+                            await local.done.wait()
+                    return self._record(local)
+                wait = min(RECHECK, max(0.0, deadline - time.monotonic()))
                 with contextlib.suppress(TimeoutError):
-                    async with asyncio.timeout(max(0.0, deadline - time.monotonic())):
-                        await local.done.wait()
-                return self._record(local)
-            await asyncio.sleep(0.05)
+                    await asyncio.wait_for(changed.wait(), wait)
 
     async def cluster_cancel(self, job_id: str) -> StatusRecord:
         fields = await self.fields(job_id)
