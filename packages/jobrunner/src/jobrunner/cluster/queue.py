@@ -332,6 +332,14 @@ class ClusterQueue:
     async def length(self) -> int:
         return int(await self.store.call(self.store.client.zcard(self.store.key("queue"))))
 
+    async def counts(self) -> tuple[int, int]:
+        """Jobs queued, and jobs claimed or running, in the cluster (one round trip)."""
+        async with self.store.client.pipeline(transaction=False) as pipe:
+            pipe.zcard(self.store.key("queue"))
+            pipe.hlen(self.store.key("running"))
+            queued, running = await self.store.call(pipe.execute())
+        return int(queued), int(running)
+
     async def job(self, job_id: str) -> dict[str, bytes]:
         """The job's hash (empty if unknown or expired)."""
         client: Any = self.store.client

@@ -34,7 +34,14 @@ from jobrunner.metrics import WorkerMetrics
 from jobrunner.node.service import JobService, Runner
 from jobrunner.ratelimit import Limits
 from jobrunner.signing import FINISHED, WorkerKey
-from jobrunner.wire import Stats, StatusRecord, SubmitResult, SystemStats, decode_status
+from jobrunner.wire import (
+    ServerInfo,
+    Stats,
+    StatusRecord,
+    SubmitResult,
+    SystemStats,
+    decode_status,
+)
 
 log = logging.getLogger("jobrunner.cluster")
 T = TypeVar("T")
@@ -95,6 +102,17 @@ class ClusterService(JobService):
         self._watchers: dict[str, set[asyncio.Event]] = {}  # job id -> status requests waiting
         self.session: aiohttp.ClientSession | None = None
         self._left = False  # drained and out of the registry
+        # The cluster's queue length and jobs claimed or running, read from the store at most
+        # once a second, for /metrics and GET /.
+        self._view: tuple[float, int, int] = (-1.0, 0, 0)
+        self.metrics.watch(
+            queue_length=lambda: self._view[1],
+            running=lambda: self.running,
+            slots=lambda: settings.concurrency,
+            accepting=lambda: int(self.accepting),
+        )
+        self.metrics.watch_cluster(running=lambda: self._view[2])
+        self.metrics.before_scrape = self.refresh_view
 
     # --- lifecycle -------------------------------------------------------------------------------
 
@@ -338,6 +356,9 @@ class ClusterService(JobService):
                 continue
             with contextlib.suppress(errors.ClusterUnavailable):
                 await self._settle_lost()
+                forget_after = max(self.settings.retention, self.settings.lost_after)
+                for node in await self.registry.forget_silent(forget_after):
+                    log.info("node %s: lost for %g s, forgotten", node, forget_after)
 
     async def _settle_lost(self) -> None:
         running = await self.cq.running()
@@ -419,6 +440,38 @@ class ClusterService(JobService):
         return SubmitResult(job.id, "queued", position, job.job_hash)
 
     # --- reading ---------------------------------------------------------------------------------
+
+    async def refresh_view(self) -> None:
+        """The cluster's queue length and jobs claimed or running, if a second old (kept as
+        they were while the store is away)."""
+        if time.monotonic() - self._view[0] < 1.0 or not self.store.healthy:
+            return
+        with contextlib.suppress(errors.ClusterUnavailable):
+            queued, running = await self.cq.counts()
+            self._view = (time.monotonic(), queued, running)
+
+    def info(self, warning: str | None = None) -> ServerInfo:
+        """The embedded mode's answer, saying what differs in a cluster: where the queue and the
+        records live, what this node does, and the cluster's queue as of `refresh_view`."""
+        s = self.settings
+        role = f"runs up to {s.concurrency} job(s) at once" if s.concurrency else "runs no job"
+        _, queued, running = self._view
+        return msgspec.structs.replace(
+            super().info(warning),
+            description="Anonymous job execution on a cluster of nodes: send a gzip tarball "
+            "and a JSON manifest to any node; the job waits in the cluster's one queue, runs "
+            "in an nsjail sandbox on the first node with a free slot, and any node serves its "
+            f"status, log and outputs. This node {role}; the cluster has {queued} job(s) "
+            f"queued and {running} claimed or running.",
+            privacy=f"No accounts. Jobs and their files are deleted "
+            f"{s.delete_after_download:g} s after every output has been downloaded, and at "
+            f"the latest {s.retention:g} s after they finish. The queue, the status records, "
+            "the logs and the rate-limit counters live in the cluster's store (Valkey/Redis), "
+            "not in one server's memory: queued jobs survive the loss of any node, and a node "
+            "that stops takes no new job and finishes its running ones first. A job's outputs "
+            "stay on the node that ran it. Client IP addresses are kept in the store only as "
+            "long as the rate-limit windows and the job records need them.",
+        )
 
     async def allowed(self) -> set[str]:
         """The allowlist, read at most once a second."""
