@@ -193,24 +193,48 @@ class ClusterService(JobService):
         Idle, wait for the queue's wake-up; a slot freed by a job's end was offered the next
         job already (`_publish`)."""
         while True:
-            if not self.accepting or self.taken >= self.settings.concurrency:
+            if not self._free_slot():
                 await self._slot_freed_or(1.0)
                 continue
             try:
-                claimed = await self.cq.claim(self.node_id, self.advertise)
-                if claimed is None:
+                if not await self._claim_one():
                     await self.cq.wait_for_work(IDLE)
-                    continue
             except NotAllowed:
                 await asyncio.sleep(NOT_ALLOWED)
-                continue
             except errors.ClusterUnavailable:
                 await asyncio.sleep(BEAT)
-                continue
-            self._took(claimed)
+
+    def _free_slot(self) -> bool:
+        return self.accepting and self.taken < self.settings.concurrency
+
+    async def _claim_one(self) -> bool:
+        """Claim the cluster's next job into a free slot (held while asking, so that claims
+        made at once never exceed the slots); False if nothing is queued."""
+        self.taken += 1
+        try:
+            claimed = await self.cq.claim(self.node_id, self.advertise)
+        except BaseException:
+            self._release()
+            raise
+        if claimed is None:
+            self._release()
+            return False
+        self._took(claimed)
+        return True
+
+    def _release(self) -> None:
+        self.taken -= 1
+        self._slot_freed.set()
+
+    async def _claim_after_submit(self) -> None:
+        """A node that has just queued a job and has a free slot claims at once (the job, or
+        the one due before it), without waiting for the wake-up to reach an idle node."""
+        if self._free_slot():
+            with contextlib.suppress(errors.ClusterUnavailable, NotAllowed):
+                await self._claim_one()
 
     def _took(self, claimed: Claimed) -> None:
-        self.taken += 1
+        """Run a job claimed into a slot already counted in `taken`."""
         self._spawn(self._take(claimed), f"job-{claimed.job_id}")
         self._changed(claimed.job_id)  # a status request waiting here now follows it locally
 
@@ -319,6 +343,7 @@ class ClusterService(JobService):
         if not done:
             log.warning("job %s: its record was not taken (the cluster had settled it)", job.id)
         if claimed is not None:
+            self.taken += 1  # the slot this job leaves (its `finally` gives it back)
             self._took(claimed)
 
     async def _unpack_claimed(self, claimed: Claimed, queued: StatusRecord) -> Job | None:
@@ -436,6 +461,7 @@ class ClusterService(JobService):
             await self.cancel_reservation(reservation)
             raise
         self.metrics.accepted.inc()
+        self._spawn(self._claim_after_submit(), "claim-after-submit")
         log.info("job %s accepted into the cluster queue", job.id)
         return SubmitResult(job.id, "queued", position, job.job_hash)
 
