@@ -214,15 +214,15 @@ class ClusterService(JobService):
         try:
             claimed = await self.cq.claim(self.node_id, self.advertise)
         except BaseException:
-            self._release()
+            self._give_slot_back()
             raise
         if claimed is None:
-            self._release()
+            self._give_slot_back()
             return False
         self._took(claimed)
         return True
 
-    def _release(self) -> None:
+    def _give_slot_back(self) -> None:
         self.taken -= 1
         self._slot_freed.set()
 
