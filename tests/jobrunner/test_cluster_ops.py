@@ -131,5 +131,15 @@ def test_an_acl_user_over_tls(start_server, tmp_path):
             [JOBRUNNER, "cluster", "list", "--cluster", wrong], capture_output=True, text=True
         )
         assert refused.returncode == 1 and "does not answer" in refused.stderr
+        # A node drained (SIGTERM) leaves the registry under that ACL too.
+        nodes[1].terminate()
+        nodes[1].wait(120)
+        shown = subprocess.run(
+            [JOBRUNNER, "cluster", "status", "--cluster", url],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+        assert nodes[1].url not in shown and "1 up, 0 lost" in shown, shown
     finally:
         redis.kill()

@@ -88,7 +88,8 @@ class Registry:
         await self.store.call(self._beat(args=args), probe=True)
 
     async def leave(self, node_id: str) -> None:
-        async with self.store.client.pipeline(transaction=True) as pipe:
+        # not MULTI: the ACL of the README grants no @transaction
+        async with self.store.client.pipeline(transaction=False) as pipe:
             pipe.delete(self.store.key("alive", node_id))
             pipe.hdel(self.store.key("nodes"), node_id)
             pipe.zrem(self.store.key("seen"), node_id)
