@@ -19,6 +19,7 @@ from jobrunner.cluster.store import Store, text
 
 _PRELUDE = """
 local p = ARGV[1]
+local WAKE_MAX = 128
 local t = redis.call('TIME')
 local now = tonumber(t[1]) + tonumber(t[2]) / 1000000
 local function usage(c, window)
@@ -59,12 +60,19 @@ local function position(id, window)
   end
   return ahead
 end
--- One token in `wake` while jobs are queued: an idle node blocks on it (BLPOP) and claims at
--- once; each claim that leaves jobs queued puts the token back for the next idle node.
+-- A token in `wake` for each queued job (at most WAKE_MAX): each idle node blocks on it (BLPOP),
+-- so as many idle nodes wake at once as there are jobs to claim. Every script that changes the
+-- queue sets the count again (a token taken by a node that then claimed nothing, or by a node
+-- that died, is put back by the next one).
 local function wake()
-  if redis.call('ZCARD', p .. 'queue') > 0 and redis.call('LLEN', p .. 'wake') == 0 then
-    redis.call('RPUSH', p .. 'wake', '1')
+  local want = math.min(redis.call('ZCARD', p .. 'queue'), WAKE_MAX)
+  local have = redis.call('LLEN', p .. 'wake')
+  if want == 0 and have > 0 then
+    redis.call('DEL', p .. 'wake')
+  elseif have > want then
+    redis.call('LTRIM', p .. 'wake', 0, want - 1)
   end
+  for _ = have + 1, want do redis.call('RPUSH', p .. 'wake', '1') end
 end
 local function claim(node, url, window)
   if redis.call('SISMEMBER', p .. 'allowed', node) == 0 then
@@ -84,7 +92,10 @@ local function claim(node, url, window)
       end
     end
   end
-  if best == nil then return {0} end
+  if best == nil then
+    wake()
+    return {0}
+  end
   local id = best_id
   redis.call('ZREM', p .. 'cq:' .. best, id)
   if redis.call('ZCARD', p .. 'cq:' .. best) == 0 then redis.call('SREM', p .. 'clients', best) end
@@ -129,6 +140,7 @@ local function finish(id, node, record, retention, window)
   local active = tonumber(redis.call('HINCRBY', p .. 'rl:' .. c, 'active', -1))
   if active < 0 then redis.call('HSET', p .. 'rl:' .. c, 'active', 0) end
   redis.call('PUBLISH', p .. 'done', id)
+  wake()
   return 1
 end
 """
