@@ -18,7 +18,7 @@ from hypothesis.stateful import (
 )
 
 from jobrunner import errors
-from jobrunner.cluster.queue import ClusterQueue, QueueFull
+from jobrunner.cluster.queue import ClusterQueue, NotAllowed, QueueFull
 from jobrunner.cluster.store import Store, connect
 
 CLIENTS = ("a", "b", "c")
@@ -73,8 +73,12 @@ class QueueMachine(RuleBasedStateMachine):
 
     @rule(node=st.sampled_from(NODES))
     def claim(self, node: str) -> None:
+        if node == "stranger":
+            with pytest.raises(NotAllowed):
+                self.run(self.queue.claim(node, f"http://{node}"))
+            return
         claimed = self.run(self.queue.claim(node, f"http://{node}"))
-        if node == "stranger" or not self.total_queued():
+        if not self.total_queued():
             assert claimed is None
             return
         assert claimed is not None
@@ -83,6 +87,13 @@ class QueueMachine(RuleBasedStateMachine):
         self.queued[claimed.client].popleft()
         assert claimed.upload == self.uploads[claimed.job_id]
         self.claimed[claimed.job_id] = node
+
+    @rule()
+    def woken_claim(self) -> None:
+        """What an idle node does: take the wake-up (if there is one), then claim."""
+        woken = self.run(self.queue.wait_for_work(0.01))
+        assert woken or not self.total_queued()  # a token for each waiting job
+        self.claim("n1")
 
     @precondition(lambda self: self.claimed)
     @rule(data=st.data())
@@ -99,7 +110,10 @@ class QueueMachine(RuleBasedStateMachine):
     def finish(self, data) -> None:
         held = {**self.claimed, **self.running}
         job = data.draw(st.sampled_from(sorted(held)))
-        assert self.run(self.queue.finish(job, held[job], b'{"done": 1}'))
+        cpu = f"jr:rlcpu:{self.run(self.queue.job(job))['client'].decode()}"
+        charged = int(self.server.cli("ZCARD", cpu))
+        assert self.run(self.queue.finish(job, held[job], b'{"done": 1}', cpu=0.25))
+        assert int(self.server.cli("ZCARD", cpu)) == charged + 1  # its CPU, for the limit
         self.claimed.pop(job, None)
         self.running.pop(job, None)
         self.finished.add(job)
@@ -121,7 +135,8 @@ class QueueMachine(RuleBasedStateMachine):
         for job in [j for j, n in self.claimed.items() if n == node]:
             assert self.run(self.queue.requeue(job, node))
             client = self.run(self.queue.job(job))["client"].decode()
-            self.queued[client].appendleft(job)
+            # back in arrival order: ahead of every queued job of its client (claimed later)
+            self.queued[client] = deque(sorted([job, *self.queued[client]]))
             del self.claimed[job]
         for job in [j for j, n in self.running.items() if n == node]:
             assert not self.run(self.queue.requeue(job, node))  # it started: never again
@@ -147,8 +162,10 @@ class QueueMachine(RuleBasedStateMachine):
         assert int(self.server.cli("GET", "jr:queued_bytes") or 0) == expected_bytes
         for job in self.finished:
             assert self.run(self.queue.job(job))["state"] == b"finished"
+        # One wake-up token per queued job: as many idle nodes wake as there are jobs.
+        assert int(self.server.cli("LLEN", "jr:wake")) == self.total_queued()
         for client, jobs in self.queued.items():
-            listed = self.server.cli("LRANGE", f"jr:cq:{client}", "0", "-1").split()
+            listed = self.server.cli("ZRANGE", f"jr:cq:{client}", "0", "-1").split()
             assert listed == list(jobs)
 
 
