@@ -31,6 +31,10 @@ def state_dir() -> Path:
     return Path(platformdirs.user_state_dir(APP))
 
 
+def cache_dir() -> Path:
+    return Path(platformdirs.user_cache_dir(APP))
+
+
 def default_db() -> Path:
     """The database when nothing names one; its directory is created on first use."""
     path = data_dir() / "marks.db"

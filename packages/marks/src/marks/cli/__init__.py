@@ -76,11 +76,13 @@ class State:
     def plugins(self) -> "Plugins":
         """The command's plugins (discovered on first use); `on_unload` runs when it ends."""
         if self._plugins is None:
+            from marks import settings
             from marks.plugins import Plugins
 
             self._plugins = Plugins(
                 enabled=self.config["plugins"],
                 report=lambda message: click.echo(f"marks: {message}", err=True),
+                index_path=settings.cache_dir() / "plugins.json",
             )
             context = click.get_current_context(silent=True)
             if context is not None:
