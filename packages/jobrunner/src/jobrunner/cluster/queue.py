@@ -36,10 +36,27 @@ local function usage(c, window)
     end
   end
   local total = tonumber(redis.call('GET', p .. 'heldsum:' .. c) or '0')
-  for _, start in ipairs(redis.call('HVALS', p .. 'run:' .. c)) do
-    total = total + math.max(0, now - tonumber(start))
-  end
+  -- the claimed and running jobs, from now to their start: kept as a count and a running sum
+  -- of their starts (one read, however many jobs the client runs)
+  local runs = redis.call('HMGET', p .. 'runs:' .. c, 'n', 'sum')
+  if runs[1] then total = total + math.max(0, tonumber(runs[1]) * now - tonumber(runs[2])) end
   return total
+end
+local function running(c, id)
+  redis.call('HSET', p .. 'run:' .. c, id, tostring(now))
+  redis.call('HINCRBY', p .. 'runs:' .. c, 'n', 1)
+  redis.call('HINCRBYFLOAT', p .. 'runs:' .. c, 'sum', now)
+end
+local function ran(c, id)  -- the job's start, or nil if it was not claimed or running
+  local start = redis.call('HGET', p .. 'run:' .. c, id)
+  if not start then return nil end
+  redis.call('HDEL', p .. 'run:' .. c, id)
+  if redis.call('HINCRBY', p .. 'runs:' .. c, 'n', -1) <= 0 then
+    redis.call('DEL', p .. 'runs:' .. c)  -- no rounding left behind by the running sum
+  else
+    redis.call('HINCRBYFLOAT', p .. 'runs:' .. c, 'sum', -tonumber(start))
+  end
+  return start
 end
 local function position(id, window)
   local seq = redis.call('ZSCORE', p .. 'queue', id)
@@ -60,25 +77,26 @@ local function position(id, window)
   end
   return ahead
 end
--- A token in `wake` for each queued job (at most WAKE_MAX): each idle node blocks on it (BLPOP),
--- so as many idle nodes wake at once as there are jobs to claim. Every script that changes the
--- queue sets the count again (a token taken by a node that then claimed nothing, or by a node
--- that died, is put back by the next one).
-local function wake()
-  local want = math.min(redis.call('ZCARD', p .. 'queue'), WAKE_MAX)
+-- A token in `wake` for each queued job not yet asked for (at most WAKE_MAX): each idle node
+-- blocks on it (BLPOP), so as many idle nodes wake at once as there are jobs to claim. Kept in
+-- O(1): a job queued adds one token; a job claimed or cancelled takes one back if there are
+-- more tokens than queued jobs. A token already taken by a node on its way to claim is not
+-- handed out again (counting it as missing woke a herd of nodes for one job). A claim that
+-- finds nothing clears what is left (a token taken by a node that died: the IDLE safety net).
+local function wake_queued()
+  if redis.call('LLEN', p .. 'wake') < WAKE_MAX then redis.call('RPUSH', p .. 'wake', '1') end
+end
+local function wake_taken()
+  local queued = redis.call('ZCARD', p .. 'queue')
   local have = redis.call('LLEN', p .. 'wake')
-  if want == 0 and have > 0 then
-    redis.call('DEL', p .. 'wake')
-  elseif have > want then
-    redis.call('LTRIM', p .. 'wake', 0, want - 1)
+  if have > queued then
+    redis.call('LPOP', p .. 'wake')
+  elseif have < WAKE_MAX and queued >= WAKE_MAX then
+    redis.call('RPUSH', p .. 'wake', '1')  -- beyond the cap, more jobs than nodes on their way
   end
-  for _ = have + 1, want do redis.call('RPUSH', p .. 'wake', '1') end
 end
 local function claim(node, url, window)
-  if redis.call('SISMEMBER', p .. 'allowed', node) == 0 then
-    wake()
-    return {-1}
-  end
+  if redis.call('SISMEMBER', p .. 'allowed', node) == 0 then return {-1} end
   local best, best_id, best_u, best_s = nil, nil, nil, nil
   for _, c in ipairs(redis.call('SMEMBERS', p .. 'clients')) do
     local head = redis.call('ZRANGE', p .. 'cq:' .. c, 0, 0, 'WITHSCORES')
@@ -93,7 +111,7 @@ local function claim(node, url, window)
     end
   end
   if best == nil then
-    wake()
+    redis.call('DEL', p .. 'wake')
     return {0}
   end
   local id = best_id
@@ -103,8 +121,8 @@ local function claim(node, url, window)
   local job = p .. 'job:' .. id
   redis.call('HSET', job, 'state', 'claimed', 'node', node, 'url', url)
   redis.call('HSET', p .. 'running', id, node)
-  redis.call('HSET', p .. 'run:' .. best, id, tostring(now))
-  wake()
+  running(best, id)
+  wake_taken()
   local upload = redis.call('GET', p .. 'upload:' .. id) or ''
   return {1, id, upload, redis.call('HGET', job, 'record'), best}
 end
@@ -117,11 +135,11 @@ local function finish(id, node, record, retention, window)
     redis.call('ZREM', p .. 'queue', id)
     redis.call('ZREM', p .. 'cq:' .. c, id)
     if redis.call('ZCARD', p .. 'cq:' .. c) == 0 then redis.call('SREM', p .. 'clients', c) end
+    wake_taken()
   else
     if node ~= '' and redis.call('HGET', p .. 'running', id) ~= node then return 0 end
     redis.call('HDEL', p .. 'running', id)
-    local start = redis.call('HGET', p .. 'run:' .. c, id)
-    redis.call('HDEL', p .. 'run:' .. c, id)
+    local start = ran(c, id)
     if start then
       local length = now - tonumber(start)
       redis.call('ZADD', p .. 'held:' .. c, now, id .. ':' .. tostring(length))
@@ -140,7 +158,6 @@ local function finish(id, node, record, retention, window)
   local active = tonumber(redis.call('HINCRBY', p .. 'rl:' .. c, 'active', -1))
   if active < 0 then redis.call('HSET', p .. 'rl:' .. c, 'active', 0) end
   redis.call('PUBLISH', p .. 'done', id)
-  wake()
   return 1
 end
 """
@@ -159,7 +176,7 @@ redis.call('SADD', p .. 'clients', c)
 redis.call('HSET', p .. 'job:' .. id, 'client', c, 'seq', seq, 'state', 'queued',
   'record', ARGV[5], 'hash', ARGV[6], 'ip', ARGV[8])
 redis.call('SET', p .. 'upload:' .. id, ARGV[7])
-wake()
+wake_queued()
 return position(id, tonumber(ARGV[9]))
 """
 
@@ -207,7 +224,7 @@ if redis.call('HGET', job, 'state') ~= 'claimed' then return 0 end
 if redis.call('HGET', p .. 'running', id) ~= node then return 0 end
 local c = redis.call('HGET', job, 'client')
 redis.call('HDEL', p .. 'running', id)
-redis.call('HDEL', p .. 'run:' .. c, id)
+ran(c, id)
 redis.call('HSET', job, 'state', 'queued', 'node', '', 'url', '')
 local seq = tonumber(redis.call('HGET', job, 'seq'))
 redis.call('ZADD', p .. 'queue', seq, id)
@@ -215,7 +232,7 @@ redis.call('ZADD', p .. 'queue', seq, id)
 -- came after it, since a client's jobs are claimed in order)
 redis.call('ZADD', p .. 'cq:' .. c, seq, id)
 redis.call('SADD', p .. 'clients', c)
-wake()
+wake_queued()
 return 1
 """
 
