@@ -1,18 +1,17 @@
-"""REST `/trash` and `/undo`: in-process (Starlette's test client over the real app and a real
-SQLite file) and against a live `marks serve`."""
+"""REST `/trash` and `/undo`: in-process (the real app and a real SQLite file, called through
+httpx's ASGI transport) and against a live `marks serve`."""
 
 import pytest
-from starlette.testclient import TestClient
 
-from marks.server.app import make_app
 from marks.server.settings import ServerSettings
 from support.jsonerrors import assert_error
+from support.marksserve import in_process
 
 
 @pytest.fixture
 def client(db_path):
     settings = ServerSettings(db=db_path, names=("testserver",))
-    with TestClient(make_app(settings), base_url="http://testserver") as http:
+    with in_process(settings) as http:
         yield http
 
 

@@ -1,6 +1,11 @@
-"""A real `marks serve` process on a free loopback port, over a given database and config."""
+"""A real `marks serve` process on a free loopback port, over a given database and config; and
+the real app in this process, for the fast tests beside them."""
 
+import asyncio
+import contextlib
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -60,3 +65,53 @@ def served(tmp_path):
     server = Served(process, tmp_path / "library.db", tmp_path)
     yield server
     server.close()
+
+
+class InProcess:
+    """The real app (`make_app`) called in this process through httpx's ASGI transport: no socket,
+    the app's lifespan run around it. Its methods are httpx's, called synchronously."""
+
+    def __init__(self, app: Any, loop: asyncio.AbstractEventLoop) -> None:
+        import httpx
+
+        self.loop = loop
+        self.client = httpx.AsyncClient(
+            transport=httpx.ASGITransport(app=app), base_url="http://testserver"
+        )
+
+    def request(self, method: str, url: str, **options: Any) -> Any:
+        return self.loop.run_until_complete(self.client.request(method, url, **options))
+
+    def get(self, url: str, **options: Any) -> Any:
+        return self.request("GET", url, **options)
+
+    def post(self, url: str, **options: Any) -> Any:
+        return self.request("POST", url, **options)
+
+    def put(self, url: str, **options: Any) -> Any:
+        return self.request("PUT", url, **options)
+
+    def patch(self, url: str, **options: Any) -> Any:
+        return self.request("PATCH", url, **options)
+
+    def delete(self, url: str, **options: Any) -> Any:
+        return self.request("DELETE", url, **options)
+
+
+@contextlib.contextmanager
+def in_process(settings: Any) -> Iterator[InProcess]:
+    """`marks serve`'s app over `settings` (a ServerSettings), started and stopped as the server
+    starts and stops it (its lifespan), answering requests for http://testserver."""
+    from marks.server.app import make_app
+
+    app = make_app(settings)
+    loop = asyncio.new_event_loop()
+    lifespan = app.router.lifespan_context(app)
+    loop.run_until_complete(lifespan.__aenter__())
+    http = InProcess(app, loop)
+    try:
+        yield http
+    finally:
+        loop.run_until_complete(http.client.aclose())
+        loop.run_until_complete(lifespan.__aexit__(None, None, None))
+        loop.close()
