@@ -93,6 +93,77 @@ def _wait(until: float, now: float) -> int:
     return max(1, math.ceil(until - now - _EPSILON))
 
 
+@dataclass(frozen=True)
+class Usage:
+    """What a verdict needs of a client's windows as of one moment (expired entries left out):
+    a few numbers, however many submits and CPU entries the windows hold. The cluster's store
+    works them out in its script, so a submit's round trip does not grow with the client's
+    history."""
+
+    active: int
+    submits: int  # accepted in the last hour
+    # The submit whose expiry admits one more, when `submits` is at the hourly limit or over it.
+    must_expire: float | None
+    cpu_used: float
+    # When the CPU used is at the limit or over it: the time of the entry whose expiry brings it
+    # back under the limit.
+    cpu_eases: float | None
+
+
+def _usage(client: _Client, limits: Limits) -> Usage:
+    submits = len(client.submits)
+    must_expire = None
+    if 0 < limits.per_hour <= submits:
+        must_expire = client.submits[submits - limits.per_hour]
+    cpu_used = sum(amount for _, amount in client.cpu)
+    cpu_eases = None
+    if cpu_used >= limits.cpu_seconds:
+        remaining = cpu_used
+        for used_at, amount in client.cpu:
+            remaining -= amount
+            if remaining < limits.cpu_seconds:
+                cpu_eases = used_at
+                break
+    return Usage(client.active, submits, must_expire, cpu_used, cpu_eases)
+
+
+def judge(limits: Limits, now: float, usage: Usage) -> Verdict:
+    """The verdict for a client with this usage at `now`: the one wording and the one set of
+    waits, for the embedded limiter and the cluster's alike."""
+    reasons: list[str] = []
+    limits_hit: list[str] = []
+    waits: list[int] = []
+    if usage.cpu_used >= limits.cpu_seconds:
+        limits_hit.append("cpu")
+        reasons.append(
+            f"CPU quota exhausted: {usage.cpu_used:.1f}/{limits.cpu_seconds:g} "
+            f"CPU-seconds in the last {limits.cpu_window:g} s"
+        )
+        if usage.cpu_eases is not None:
+            waits.append(_wait(usage.cpu_eases + limits.cpu_window, now))
+    if usage.active >= limits.concurrent:
+        limits_hit.append("concurrent")
+        reasons.append(f"Concurrent job limit reached: {usage.active}/{limits.concurrent} jobs")
+        waits.append(1)
+    if usage.submits >= limits.per_hour:
+        limits_hit.append("hourly")
+        reasons.append(
+            f"Hourly limit reached: {usage.submits}/{limits.per_hour} submits in the last hour"
+        )
+        if usage.must_expire is None:
+            waits.append(math.ceil(limits.hour))  # a limit of 0: never (say so hourly)
+        else:
+            waits.append(_wait(usage.must_expire + limits.hour, now))
+    return Verdict(
+        not reasons,
+        "; ".join(reasons),
+        max(waits) if waits else None,
+        round(float(usage.cpu_used), 3),
+        usage.active,
+        limits_hit[0] if limits_hit else "",
+    )
+
+
 class RateLimiter:
     def __init__(
         self, limits: Limits = Limits(), clock: Callable[[], float] = time.monotonic
@@ -114,48 +185,7 @@ class RateLimiter:
         now = self.clock()
         client = self._clients.get(key) or _Client()
         self._expire(client, now)
-        limits = self.limits
-        reasons: list[str] = []
-        limits_hit: list[str] = []
-        waits: list[int] = []
-        cpu_used = sum(amount for _, amount in client.cpu)
-        if cpu_used >= limits.cpu_seconds:
-            limits_hit.append("cpu")
-            reasons.append(
-                f"CPU quota exhausted: {cpu_used:.1f}/{limits.cpu_seconds:g} "
-                f"CPU-seconds in the last {limits.cpu_window:g} s"
-            )
-            remaining = cpu_used
-            for used_at, amount in client.cpu:
-                remaining -= amount
-                if remaining < limits.cpu_seconds:
-                    waits.append(_wait(used_at + limits.cpu_window, now))
-                    break
-        if client.active >= limits.concurrent:
-            limits_hit.append("concurrent")
-            reasons.append(
-                f"Concurrent job limit reached: {client.active}/{limits.concurrent} jobs"
-            )
-            waits.append(1)
-        if len(client.submits) >= limits.per_hour:
-            limits_hit.append("hourly")
-            reasons.append(
-                f"Hourly limit reached: {len(client.submits)}/{limits.per_hour} "
-                "submits in the last hour"
-            )
-            if limits.per_hour <= 0 or len(client.submits) < limits.per_hour:
-                waits.append(math.ceil(limits.hour))  # a limit of 0: never (say so hourly)
-            else:
-                oldest_that_must_expire = client.submits[len(client.submits) - limits.per_hour]
-                waits.append(_wait(oldest_that_must_expire + limits.hour, now))
-        return Verdict(
-            not reasons,
-            "; ".join(reasons),
-            max(waits) if waits else None,
-            round(float(cpu_used), 3),
-            client.active,
-            limits_hit[0] if limits_hit else "",
-        )
+        return judge(self.limits, now, _usage(client, self.limits))
 
     def reserve(self, key: str) -> Verdict | Reservation:
         """Take a slot for a submit being validated, or say why not. Cancel it if it fails."""

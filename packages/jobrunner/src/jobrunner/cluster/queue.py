@@ -15,6 +15,7 @@ import contextlib
 from dataclasses import dataclass
 from typing import Any
 
+from jobrunner.cluster.limits import CPU_LEDGER
 from jobrunner.cluster.store import Store, text
 
 _PRELUDE = """
@@ -205,9 +206,8 @@ local id, node, window = ARGV[2], ARGV[3], tonumber(ARGV[6])
 local done = finish(id, node, ARGV[4], tonumber(ARGV[5]), window)
 local cpu = tonumber(ARGV[7])
 local c = redis.call('HGET', p .. 'job:' .. id, 'client')
-if cpu > 0 and c then  -- the job's CPU counts for its client's limit (limits.py: rlcpu)
-  redis.call('ZADD', p .. 'rlcpu:' .. c, now, id .. ':' .. ARGV[7])
-  redis.call('EXPIRE', p .. 'rlcpu:' .. c, math.ceil(tonumber(ARGV[8])))
+if cpu > 0 and c then  -- the job's CPU counts for its client's limit (limits.py)
+  charge_cpu(p, c, id .. ':' .. ARGV[7], cpu, tonumber(ARGV[8]), now)
 end
 if ARGV[9] == '' then return {done} end
 local found = claim(node, ARGV[9], window)
@@ -285,7 +285,7 @@ class ClusterQueue:
         self._enqueue = register(_PRELUDE + _ENQUEUE)
         self._claim = register(_PRELUDE + _CLAIM)
         self._start = register(_PRELUDE + _START)
-        self._finish = register(_PRELUDE + _FINISH)
+        self._finish = register(_PRELUDE + CPU_LEDGER + _FINISH)
         self._requeue = register(_PRELUDE + _REQUEUE)
         self._position = register(_PRELUDE + _POSITION)
 

@@ -21,6 +21,7 @@ Key layout (every key starts with the prefix, `jr:` by default):
   rl:{client}          hash: active (jobs accepted and not finished)
   rlsub:{client}       sorted set: accepted submits by time (the hourly limit)
   rlcpu:{client}       sorted set: `id:seconds` of CPU used, by time (the CPU limit)
+  rlcpusum:{client}    float: the seconds in rlcpu:{client}, summed
   nodes                hash: node id -> its facts as JSON (url, slots, free, draining)
   alive:{node}         string with a time to live of --lost-after: the node's heartbeat
   allowed              set: the public keys allowed to take jobs (the operator's allowlist)
