@@ -82,11 +82,15 @@ def stats(library: Library) -> dict:
     less the others, which are few (`visit_count` is never negative, `reachable` 0, 1 or NULL)."""
     value = library.store.value
     bookmarks = library.count()
+    # One pass over the visited third of the visit_count index for both.
+    visited, visits = library.store.one(
+        "SELECT count(*), coalesce(sum(visit_count), 0) FROM bookmarks WHERE visit_count > 0"
+    ) or (0, 0)
     return {
         "bookmarks": bookmarks,
         "starred": value("SELECT count(*) FROM bookmarks WHERE starred = 1"),
         "archived": value("SELECT count(*) FROM bookmarks WHERE archived = 1"),
-        "unread": bookmarks - value("SELECT count(*) FROM bookmarks WHERE visit_count > 0"),
+        "unread": bookmarks - visited,
         "untagged": library.untagged_count(),
         "broken": value("SELECT count(*) FROM bookmarks WHERE reachable = 0"),
         "unchecked": bookmarks
@@ -98,9 +102,7 @@ def stats(library: Library) -> dict:
             "EXISTS (SELECT 1 FROM bookmarks WHERE domain = '') FROM d"
         ),
         "tags": value("SELECT count(*) FROM tags"),
-        "total_visits": value(
-            "SELECT coalesce(sum(visit_count), 0) FROM bookmarks WHERE visit_count > 0"
-        ),
+        "total_visits": visits,
         "oldest": value("SELECT min(added) FROM bookmarks"),
         "newest": value("SELECT max(added) FROM bookmarks"),
     }
