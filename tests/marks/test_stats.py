@@ -6,6 +6,7 @@ from marks import schema
 from marks.library import Library
 from marks.maintenance import stats
 from marks.store import Store
+from support.marksrun import Runner
 
 ROWS = [  # url, domain, visit_count, reachable
     ("https://a.example/1", "a.example", 0, None),
@@ -54,3 +55,14 @@ def test_counts_follow_a_link_check_and_a_visit(library):
     counts = stats(library)
     assert (counts["unchecked"], counts["broken"], counts["unread"]) == (1, 1, 1)
     assert (counts["domains"], counts["total_visits"]) == (2, 1)
+
+
+def test_served_stats_follow_the_servers_own_writes_and_another_process(served):
+    served.add("https://a.example/1")
+    assert served.http.get("/stats").json()["bookmarks"] == 1
+    made = served.add("https://b.example/1")  # the server's own connection writes
+    assert served.http.get("/stats").json()["bookmarks"] == 2
+    done = Runner(served.db).process("bookmark", "delete", "--yes", str(made["id"]))
+    assert done.code == 0, done.err
+    counts = served.http.get("/stats").json()
+    assert (counts["bookmarks"], counts["domains"]) == (1, 1)

@@ -1,6 +1,6 @@
 """How many bookmarks each tag holds, its descendants included: the sidebar's tag tree, `tag
-list`, `tag stats`. Counted from the tag index in a few passes, and kept per connection until the
-library changes.
+list`, `tag stats`. Counted from the tag index in a few passes, and kept until the library
+changes (`marks.kept`).
 
 A parent counts each bookmark once however many of its subtags the bookmark has, so the count is
 not the sum of its children's. Summing the direct counts up the tree is exact except for a
@@ -11,93 +11,17 @@ every link into a set per tag before (2 s of CPU in-process, 1 s now, then nothi
 file changes).
 """
 
-import os
-import threading
-import weakref
-from collections import Counter, OrderedDict
+from collections import Counter
 
-import apsw
-
-from marks import tagnames
+from marks import kept, tagnames
 from marks.store import Store
 from marks.wire import TagCount
-
-# Counts kept for the process, by file, with the version of the file they were counted at: the
-# server's database threads come and go (anyio ends a thread idle for 10 s, and its connection
-# with it), so counts kept per connection were counted again on most visits.
-_lock = threading.Lock()
-_WATCHED = 4  # files watched at once (a test run opens hundreds: the oldest watcher is closed)
-_watchers: "OrderedDict[tuple[int, int], apsw.Connection]" = OrderedDict()
-_by_file: dict[tuple[int, int], tuple[int, list[TagCount]]] = {}
-# A file without a path (`:memory:`): counts kept per connection.
-_by_store: "weakref.WeakKeyDictionary[Store, tuple[tuple[int, int], list[TagCount]]]" = (
-    weakref.WeakKeyDictionary()
-)
-
-
-def _file(store: Store) -> tuple[int, int] | None:
-    """The file's identity (device, inode): a library replaced by another file is another."""
-    if store.path == ":memory:" or store.path.startswith("file:"):
-        return None
-    try:
-        found = os.stat(store.path)
-    except OSError:
-        return None
-    return found.st_dev, found.st_ino
-
-
-def _file_version(store: Store, file: tuple[int, int]) -> int:
-    """`data_version` of a connection of our own that never writes: it changes with every
-    commit to the file, by any connection of any process (a connection's own commits leave its
-    own `data_version` as it was, so the asking connection cannot tell)."""
-    with _lock:
-        watcher = _watchers.get(file)
-        if watcher is None:
-            watcher = apsw.Connection(store.path)
-            watcher.setbusytimeout(5000)
-            _watchers[file] = watcher
-            while len(_watchers) > _WATCHED:
-                old, closing = _watchers.popitem(last=False)
-                _by_file.pop(old, None)
-                closing.close()
-        _watchers.move_to_end(file)
-        version: int = watcher.execute("PRAGMA data_version").fetchone()[0]  # type: ignore[index]
-        return version
 
 
 def tag_counts(store: Store) -> list[TagCount]:
     """Every tag and every implied parent, sorted by name folded, with counts that include
-    descendants; the same list until the library changes (do not modify it)."""
-    if store.db.in_transaction:  # changes not committed yet: counted for this caller only
-        return _count(store)
-    file = _file(store)
-    if file is None:
-        return _per_connection(store)
-    version = _file_version(store, file)
-    cached = _by_file.get(file)
-    if cached is not None and cached[0] == version:
-        return cached[1]
-    # One snapshot for every statement of the count; a commit after `version` was read makes the
-    # next call count again.
-    store.db.execute("BEGIN")
-    try:
-        counts = _count(store)
-    finally:
-        store.db.execute("COMMIT")
-    _by_file[file] = (version, counts)
-    return counts
-
-
-def _per_connection(store: Store) -> list[TagCount]:
-    """`data_version` with every commit of another connection, `total_changes` with every row
-    this one writes, triggers and cascades included."""
-    version = (store.value("PRAGMA data_version"), store.db.total_changes())
-    cached = _by_store.get(store)
-    if cached is not None and cached[0] == version:
-        return cached[1]
-    counts = _count(store)
-    _by_store[store] = (version, counts)
-    return counts
+    descendants; the same list until the library changes (`marks.kept`: do not modify it)."""
+    return kept.kept(store, "tag counts", _count)
 
 
 def _nodes(name: str) -> list[str]:

@@ -51,8 +51,8 @@ const ui = {
   },
 };
 
-// The views are imported once the first list is on screen: evaluating seven modules (and what
-// they import) held back the list's request.
+// The sidebar's views are imported after the first list: imported at the top, app.js (and the
+// list's request) waited until all seven were fetched and run.
 let views = null;
 
 async function renderSidebar() {
