@@ -9,6 +9,7 @@ import pytest
 
 from marks import queue
 from marks.library import Library
+from marks.maintenance import stats
 from marks.server.routes_bookmarks import list_bookmarks
 from marks.shell import run_script
 from marks.shell.commands import Session
@@ -89,6 +90,7 @@ def test_what_users_run_most_reads_only_what_it_shows(library):
         "bookmark list": lambda library: library.list_bookmarks(limit=50),
         "bookmark search --fts": lambda library: library.search("page", fts=True, limit=50),
         "GET /bookmarks?limit=50": rest_list,
+        "GET /stats": stats,  # the web UI's sidebar asks for it on every visit
         "ls /": shell("ls /"),
         **{f"ls {path}": shell(f"ls {path}") for path in directories},
     }

@@ -9,7 +9,7 @@ import datetime as dt
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
-from marks import clock, formats, journal, limits, tagnames
+from marks import clock, formats, journal, limits, tagcounts, tagnames
 from marks.exceptions import Duplicate, Invalid, MarksError, NotFound
 from marks.rows import COLUMNS
 from marks.rows import to_bookmark as row_to_bookmark
@@ -426,20 +426,9 @@ class Library:
         self._tag_ids.clear()
 
     def tag_counts(self) -> list[TagCount]:
-        """Every tag and every implied parent, with counts that include descendants."""
-        direct: dict[str, set[int]] = {}
-        for name, bookmark_id in self.store.execute(
-            "SELECT t.name, bt.bookmark_id FROM tags t JOIN bookmark_tags bt ON bt.tag_id = t.id"
-        ):
-            direct.setdefault(name, set()).add(bookmark_id)
-        total: dict[str, set[int]] = {}
-        for name, ids in direct.items():
-            for node in (*tagnames.ancestors(name), name):
-                total.setdefault(node, set()).update(ids)
-        return [
-            TagCount(name, len(total[name]), len(direct.get(name, ())))
-            for name in sorted(total, key=str.casefold)
-        ]
+        """Every tag and every implied parent, with counts that include descendants (kept until
+        the library changes: do not modify the list)."""
+        return tagcounts.tag_counts(self.store)
 
     def tag_stats(self) -> TagStats:
         counts = self.tag_counts()

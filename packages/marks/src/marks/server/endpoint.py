@@ -95,7 +95,8 @@ class Call:
 class Libraries:
     """One SQLite connection per worker thread (APSW connections are not shared between
     threads here, and WAL lets readers run beside a writer); a fresh `Library` per request,
-    so no cache outlives a request while the CLI changes the same file.
+    so no cache outlives a request while the CLI changes the same file (the tag counts and the
+    stats are kept only until the file changes: `marks.kept`).
 
     One `Plugins` for the server's life (config `plugins` says which run), so API writes fire
     `on_bookmark_added` & co. as the CLI's do; a failing plugin is reported to the server log and

@@ -5,6 +5,7 @@ from typing import Annotated, Literal
 import msgspec
 
 from marks import vfs
+from marks.kept import kept
 from marks.library import Library
 from marks.listing import Filesystem
 from marks.maintenance import stats as library_stats
@@ -58,7 +59,10 @@ class DatePage(msgspec.Struct):
 
 
 def stats(library: Library, call: Call) -> Stats:
-    return msgspec.convert(library_stats(library), Stats)
+    # Kept until the library changes: the web UI's sidebar asks on every visit.
+    return kept(
+        library.store, "stats", lambda store: msgspec.convert(library_stats(library), Stats)
+    )
 
 
 def search(library: Library, call: Call) -> SearchResult:

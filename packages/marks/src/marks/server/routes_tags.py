@@ -34,9 +34,21 @@ def tree(counts: list[TagCount]) -> list[TagNode]:
     return roots
 
 
+# The last tree built and the counts it was built from: the counts are the same list until the
+# library changes (marks.tagcounts), and nesting 22,903 tags took 40 ms a visit at a million.
+_last_tree: tuple[list[TagCount], list[TagNode]] = ([], [])
+
+
 def tags(library: Library, call: Call) -> list[TagCount] | list[TagNode]:
+    global _last_tree
     counts = library.tag_counts()
-    return tree(counts) if call.query["tree"] else counts
+    if not call.query["tree"]:
+        return counts
+    built, nodes = _last_tree
+    if built is not counts:
+        nodes = tree(counts)
+        _last_tree = (counts, nodes)
+    return nodes
 
 
 def complete(library: Library, call: Call) -> list[str]:

@@ -1,6 +1,5 @@
 // The web UI: a sidebar of views, the bookmark list (pages of 50, "More" for the next), search as
 // you type, the editor dialog, bulk tagging, import and export, and the keyboard.
-import views from "../views/index.js";
 import { download, get, request, token } from "./api.js";
 import { h, snippet } from "./dom.js";
 import { offerUndo } from "./undo.js";
@@ -52,7 +51,12 @@ const ui = {
   },
 };
 
+// The sidebar's views are imported after the first list: imported at the top, app.js (and the
+// list's request) waited until all seven were fetched and run.
+let views = null;
+
 async function renderSidebar() {
+  views ??= (await import("../views/index.js")).default;
   const nav = $("#sidebar");
   const sections = [];
   for (const view of views) {
