@@ -6,7 +6,6 @@ so every listing is one or two indexed queries however large the library is.
 
 import datetime as dt
 from collections.abc import Callable
-from dataclasses import dataclass
 
 import apsw
 
@@ -26,18 +25,37 @@ DOMAINS = (
 )
 
 
-@dataclass
 class Entry:
-    name: str
-    is_dir: bool
-    count: int | None = None
-    bookmark: Bookmark | None = None
+    """One name in a listing: a directory (with its count, if counted) or a bookmark.
+
+    Plain classes here and in `Listing`: a dataclass costs start-up (see vfs.Selection)."""
+
+    __slots__ = ("bookmark", "count", "is_dir", "name")
+
+    def __init__(
+        self, name: str, is_dir: bool, count: int | None = None, bookmark: Bookmark | None = None
+    ) -> None:
+        self.name = name
+        self.is_dir = is_dir
+        self.count = count
+        self.bookmark = bookmark
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Entry):
+            return NotImplemented
+        mine = (self.name, self.is_dir, self.count, self.bookmark)
+        return mine == (other.name, other.is_dir, other.count, other.bookmark)
+
+    def __repr__(self) -> str:
+        return f"Entry({self.name!r}, {self.is_dir!r}, {self.count!r}, {self.bookmark!r})"
 
 
-@dataclass
 class Listing:
-    entries: list[Entry]
-    bookmarks_total: int  # bookmarks in the directory (entries may show fewer)
+    __slots__ = ("bookmarks_total", "entries")
+
+    def __init__(self, entries: list[Entry], bookmarks_total: int) -> None:
+        self.entries = entries
+        self.bookmarks_total = bookmarks_total  # in the directory (entries may show fewer)
 
 
 class Filesystem:

@@ -15,14 +15,20 @@ from typing import TextIO
 
 # C0 controls, DEL and the C1 controls (0x9B is an 8-bit CSI, 0x9D an 8-bit OSC), the line and
 # paragraph separators, and the bidi embeddings, overrides and isolates ("Trojan Source").
-_UNSAFE = "\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069"
+UNSAFE = "".join(
+    chr(code)
+    for span in ((0x00, 0x1F), (0x7F, 0x9F), (0x2028, 0x202E), (0x2066, 0x2069))
+    for code in range(span[0], span[1] + 1)
+)
 
 
 @functools.cache
 def _pattern(keep: str) -> re.Pattern[str]:
-    if not keep:
-        return re.compile(f"[{_UNSAFE}]")
-    return re.compile(f"(?![{re.escape(keep)}])[{_UNSAFE}]")
+    # One character class of the unsafe characters less `keep`: the regex engine then skips safe
+    # text quickly (a lookahead before the class made it try every position: `ls /tags` spent 36
+    # million instructions escaping its 12,000 names).
+    unsafe = "".join(re.escape(ch) for ch in UNSAFE if ch not in keep)
+    return re.compile(f"[{unsafe}]" if unsafe else "(?!)")
 
 
 def _visible(match: re.Match[str]) -> str:

@@ -5,10 +5,10 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import msgspec
-import platformdirs
 
 from marks import limits
 from marks.exceptions import MarksError
+from marks.userdirs import user_dir
 
 APP = "marks"
 OUTPUTS = ("table", "json", "csv", "urls", "plain")
@@ -18,21 +18,21 @@ class ConfigError(MarksError):
     pass
 
 
-# platformdirs follows XDG on Linux (and each platform's own rules elsewhere).
+# XDG on Linux, each platform's own rules elsewhere (see marks.userdirs).
 def config_path() -> Path:
-    return Path(platformdirs.user_config_dir(APP)) / "config.toml"
+    return Path(user_dir("config")) / "config.toml"
 
 
 def data_dir() -> Path:
-    return Path(platformdirs.user_data_dir(APP))
+    return Path(user_dir("data"))
 
 
 def state_dir() -> Path:
-    return Path(platformdirs.user_state_dir(APP))
+    return Path(user_dir("state"))
 
 
 def cache_dir() -> Path:
-    return Path(platformdirs.user_cache_dir(APP))
+    return Path(user_dir("cache"))
 
 
 def default_db() -> Path:

@@ -9,7 +9,6 @@ import importlib
 import os
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -44,14 +43,18 @@ GROUPS = {
 }
 
 
-@dataclass
 class State:
-    db: str | None = None
-    output: str | None = None
-    yes: bool = False
-    _library: Any = field(default=None, repr=False)
-    _config: dict | None = field(default=None, repr=False)
-    _plugins: "Plugins | None" = field(default=None, repr=False)
+    """The global options of one command line and what it opened, each on first use.
+
+    A plain class: `dataclasses` would be imported by every command for one constructor."""
+
+    def __init__(self) -> None:
+        self.db: str | None = None
+        self.output: str | None = None
+        self.yes = False
+        self._library: Any = None
+        self._config: dict | None = None
+        self._plugins: Plugins | None = None
 
     @property
     def config(self) -> dict:

@@ -7,7 +7,7 @@ from prompt_toolkit.completion import CompleteEvent, Completer, Completion
 from prompt_toolkit.document import Document
 
 from marks import vfs
-from marks.shell.commands import EDITABLE, FIELDS, HELP, Session
+from marks.shell.session import EDITABLE, FIELDS, HELP, Session
 
 PATH_COMMANDS = {"cd", "ls", "stat", "file", "which", "cat", "rm", "star", "visit"}
 TAG_COMMANDS = {"tag", "untag", "mv", "cp"}

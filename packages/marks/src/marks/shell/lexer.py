@@ -4,15 +4,14 @@
 """
 
 import shlex
-from dataclasses import dataclass
+from typing import NamedTuple
 
 
 class ShellError(Exception):
     """A command failed; the message is the one line the shell prints before the next prompt."""
 
 
-@dataclass(frozen=True)
-class Invocation:
+class Invocation(NamedTuple):  # not a dataclass: see vfs.Selection
     name: str
     args: tuple[str, ...] = ()
     system: str | None = None  # for `!command`: the text handed to the system shell
