@@ -16,7 +16,6 @@ from hypothesis import strategies as st
 
 from marks.formats import FormatError
 from marks.library import Library
-from marks.reader_process import ReaderDied
 from marks.store import Store
 from marks.transfer import import_file
 from support.marksrun import MARKS

@@ -100,7 +100,8 @@ def records(
 
 
 def _position(raw: BinaryIO) -> int:
-    return raw.tell() if raw.seekable() else 0
+    """How far the file has been read (0 if not known: a pipe, or a reader that closed it)."""
+    return raw.tell() if not raw.closed and raw.seekable() else 0
 
 
 def import_file(
