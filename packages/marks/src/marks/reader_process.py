@@ -89,8 +89,9 @@ class ReaderProcess:
             with open(read_end, "rb", buffering=1 << 20) as pipe:
                 while True:
                     head = pipe.read(_SIZE.size)
-                    body = pipe.read(_SIZE.unpack(head)[0]) if len(head) == _SIZE.size else b""
-                    if not body:
+                    size = _SIZE.unpack(head)[0] if len(head) == _SIZE.size else 0
+                    body = pipe.read(size) if size else b""
+                    if not size or len(body) < size:  # the pipe ended: the child is gone
                         running = False
                         raise ReaderDied(self._death(os.waitpid(pid, 0)[1]))
                     message = decode(body)
