@@ -363,13 +363,19 @@ class Importer:
         rows = []
         links = []
         tag_ids = self.tag_ids
+        bookmark_id = self.next_id
+        self.next_id += len(entries)
         for entry in entries:
             record = entry.record
-            bookmark_id = self.next_id
-            self.next_id += 1
-            if record.added is None:
+            added = record.added
+            if added is None:
                 self.report.undated += 1
                 self.problem(entry.where, f"no date, import time used: {_describe(record)}")
+                added_text = now
+            elif added.tzinfo is _UTC and added.year >= 1000:  # what readers make: _text inline
+                added_text = added.isoformat(timespec="seconds")[:19] + "Z"
+            else:
+                added_text = clock.to_text(added)
             rows.append(
                 (
                     bookmark_id,
@@ -381,14 +387,14 @@ class Importer:
                     entry.domain,
                     int(record.starred),
                     int(record.archived),
-                    _text(record.added) or now,
-                    _text(record.last_visited),
+                    added_text,
+                    None if record.last_visited is None else _text(record.last_visited),
                     max(0, record.visit_count),
                     None if record.reachable is None else int(record.reachable),
-                    clock.to_text(record.last_checked),
+                    None if record.last_checked is None else clock.to_text(record.last_checked),
                     record.check_result,
                     record.archived_url,
-                    _text(record.archived_at),
+                    None if record.archived_at is None else _text(record.archived_at),
                 )
             )
             for tag in entry.tags:
@@ -396,6 +402,7 @@ class Importer:
                 if found is None:
                     found = tag_ids[tag] = self.library._tag_id(tag)
                 links.append((bookmark_id, found))
+            bookmark_id += 1
         self.report.added += len(rows)
         self.store.db.executemany(
             "INSERT INTO bookmarks (id, url, url_key, title, description, tags, domain, starred, "
@@ -406,6 +413,9 @@ class Importer:
         self.store.db.executemany(
             "INSERT OR IGNORE INTO bookmark_tags (bookmark_id, tag_id) VALUES (?, ?)", links
         )
+
+
+_UTC = dt.UTC
 
 
 def _text(moment: dt.datetime | None) -> str | None:

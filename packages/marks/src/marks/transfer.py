@@ -7,13 +7,14 @@ one transaction, such a failure -- or a crash, or Ctrl-C -- leaves the library a
 import codecs
 import io
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import BinaryIO, TextIO, cast
 
 from marks import importing
 from marks.formats import FormatError, Record, charset, csvfile, jsonfile, markdown, netscape, text
 from marks.library import Library
+from marks.reader_process import ReaderProcess
 from marks.wire import ImportReport
 
 IMPORT_FORMATS = ("html", "json", "csv", "text")
@@ -98,6 +99,11 @@ def records(
     raise FormatError(f"unknown import format {fmt!r} (use {', '.join(IMPORT_FORMATS)})")
 
 
+def _position(raw: BinaryIO) -> int:
+    """How far the file has been read (0 if not known: a pipe, or a reader that closed it)."""
+    return raw.tell() if not raw.closed and raw.seekable() else 0
+
+
 def import_file(
     library: Library,
     fmt: str,
@@ -109,22 +115,41 @@ def import_file(
     base_url: str | None = None,
     progress: Callable[[int, int], None] = lambda done, total: None,
     problems: Callable[[str], None] | None = None,
+    separate: bool = False,
 ) -> ImportReport:
     """Import a file; `progress(bytes_read, total_bytes)` is called as records arrive;
-    `problems`, if given, takes the report's lines as they come (see `importing.import_records`)."""
+    `problems`, if given, takes the report's lines as they come (see `importing.import_records`).
+    `separate`: the file is read and parsed in a second process (`marks.reader_process`; the CLI
+    only, and not for stdin)."""
     raw = _open(path)
     total = Path(path).stat().st_size if path != "-" else 0
     warnings: list[str] = []
+    reader = None
     try:
-        found = records(raw, fmt, encoding=encoding, base_url=base_url, warnings=warnings)
+        found: Iterable[Record]
+        if separate and path != "-":
+            reader = ReaderProcess(
+                lambda found_warnings: records(
+                    raw, fmt, encoding=encoding, base_url=base_url, warnings=found_warnings
+                ),
+                lambda: _position(raw),
+                path,
+            )
+            found = reader
+        else:
+            found = records(raw, fmt, encoding=encoding, base_url=base_url, warnings=warnings)
         report = importing.import_records(
             library,
             found,
             update=update,
             strict=strict,
-            progress=lambda _: progress(raw.tell() if raw.seekable() else 0, total),
+            progress=lambda _: progress(
+                _position(raw) if reader is None else reader.position, total
+            ),
             problems=problems,
         )
+        if reader is not None:
+            warnings = reader.warnings
     except UnicodeDecodeError as error:
         raise FormatError(
             f"{path} is not {error.encoding.upper()} text ({error.reason} at byte {error.start}); "

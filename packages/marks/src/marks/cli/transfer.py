@@ -73,7 +73,10 @@ def _import(fmt: str, path: str, problems: Callable[[str], None], **options: Any
             position[0] = done
 
     with bar if bar is not None else contextlib.nullcontext():
-        return import_file(s.library, fmt, path, progress=progress, problems=problems, **options)
+        # Parsing in a second process: the CLI has no threads to lose in the fork.
+        return import_file(
+            s.library, fmt, path, progress=progress, problems=problems, separate=True, **options
+        )
 
 
 def _show(report: "ImportReport", log: "ProblemLog", verbose: bool) -> None:
