@@ -31,7 +31,8 @@ from jobrunner.cluster.store import Store, text
 from jobrunner.config import Settings
 from jobrunner.jobs import Job, new_job_id, timestamp
 from jobrunner.metrics import WorkerMetrics
-from jobrunner.node.service import JobService, Runner
+from jobrunner.node.service import JobService
+from jobrunner.node.state import Runner
 from jobrunner.ratelimit import Limits
 from jobrunner.signing import FINISHED, WorkerKey
 from jobrunner.wire import (
