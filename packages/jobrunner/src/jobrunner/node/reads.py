@@ -16,9 +16,7 @@ from jobrunner.environments import TEMPLATES
 from jobrunner.node.listing import listing
 from jobrunner.node.state import JobState
 from jobrunner.ratelimit import StreamSlot, Verdict
-from jobrunner.wire import (
-    Environments as EnvironmentListing,
-)
+from jobrunner.wire import Environments as EnvironmentListing
 from jobrunner.wire import (
     Health,
     OutputListing,

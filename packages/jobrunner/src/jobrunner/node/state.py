@@ -8,7 +8,6 @@ because every part uses them.
 """
 
 import asyncio
-import logging
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -25,8 +24,6 @@ from jobrunner.ratelimit import Limits, RateLimiter
 from jobrunner.sandbox import RunResult, RunSpec
 from jobrunner.scheduling import Scheduler
 from jobrunner.wire import StatusRecord
-
-log = logging.getLogger("jobrunner")
 
 
 class Runner(Protocol):
