@@ -26,7 +26,6 @@ from jobrunner.config import Settings
 from jobrunner.metrics import WorkerMetrics
 from jobrunner.node.service import JobService
 from jobrunner.node.state import Runner
-from jobrunner.ratelimit import Limits
 from jobrunner.signing import WorkerKey
 
 T = TypeVar("T")
@@ -50,17 +49,8 @@ class ClusterState(JobService):
         self.cq = ClusterQueue(
             store, settings.fair_window, settings.retention, settings.rate_cpu_window
         )
-        self.climits = ClusterLimits(
-            store,
-            Limits(
-                concurrent=settings.rate_concurrent,
-                per_hour=settings.rate_per_hour,
-                cpu_seconds=settings.rate_cpu_seconds,
-                cpu_window=settings.rate_cpu_window,
-                ipv6_prefix=settings.rate_ipv6_prefix,
-                streams=settings.rate_streams,
-            ),
-        )
+        # The embedded limiter's limits (the same settings; frozen), counted in the store instead.
+        self.climits = ClusterLimits(store, self.limiter.limits)
         self.registry = Registry(store, settings.lost_after)
         self.logs = LogStreams(store)
         self.taken = 0  # jobs claimed by this node and not yet published as finished
