@@ -1,6 +1,6 @@
 """The real jobrunner app on a real loopback server, in this process, with a FAKE runner.
 
-`FakeRunner` obeys the runner interface (`jobrunner.node.service.Runner`) without nsjail: the job's
+`FakeRunner` obeys the runner interface (`jobrunner.node.state.Runner`) without nsjail: the job's
 entrypoint is a JSON list of steps (what to print, which files to leave, how to exit, when to wait),
 and its outputs go through the real output collection. So the HTTP contract is tested in seconds,
 without root; the real-sandbox tests stay where they are.

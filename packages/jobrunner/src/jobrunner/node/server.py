@@ -25,7 +25,8 @@ UNSAFE_WARNING = (
 
 def run_server(config_file: Path | None = None, **overrides: Any) -> None:
     from jobrunner.node.app import build_app
-    from jobrunner.node.service import JobService, Runner
+    from jobrunner.node.service import JobService
+    from jobrunner.node.state import Runner
     from jobrunner.sandbox import Sandbox, SandboxUnavailable, privilege
 
     settings = load(config_file, **overrides)

@@ -7,7 +7,8 @@ from jobrunner import logformat
 from jobrunner.config import PoolSettings
 from jobrunner.node.server import side_apps
 from jobrunner.pool.app import build_pool_app
-from jobrunner.pool.coordinator import Pool, Worker, load_workers
+from jobrunner.pool.coordinator import Pool
+from jobrunner.pool.workers import Worker, load_workers
 from jobrunner.ratelimit import Limits
 from jobrunner.signing import WorkerKey
 from servekit import Listener, TrustedProxies, serve

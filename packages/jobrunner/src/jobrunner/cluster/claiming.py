@@ -1,0 +1,175 @@
+"""How a node takes the cluster's jobs: it pulls, claiming one only while it has a free slot,
+unpacks the upload as it was queued, runs the job in the embedded runner loop and publishes its
+final record (the slot it leaves claims the next job in the same call).
+
+Separate from the submit path (which only queues) and from liveness (which settles the jobs of
+other nodes): this is the one part that runs jobs on this node.
+"""
+
+import asyncio
+import contextlib
+import io
+import logging
+import shutil
+import time
+
+import msgspec
+
+from jobrunner import errors, uploads, vouching
+from jobrunner.cluster.queue import Claimed, NotAllowed
+from jobrunner.cluster.state import BEAT, ClusterState
+from jobrunner.jobs import Job, timestamp
+from jobrunner.wire import StatusRecord, decode_status
+
+log = logging.getLogger("jobrunner.cluster")
+_encode = msgspec.json.encode
+# An idle node waits for the queue's wake-up (`ClusterQueue.wait_for_work`) and claims at once;
+# it claims anyway every IDLE seconds (the safety net: a wake-up taken by a node that died).
+IDLE = 1.0
+NOT_ALLOWED = 1.0  # seconds between two claims of a node whose key is not on the allowlist
+
+
+class Upload(msgspec.Struct, array_like=True):
+    """A queued job's upload as it was received and checked: the client's address, the manifest
+    text and each file part's name and bytes (gzip tarballs, as sent)."""
+
+    client: str  # the client's rate key (an IPv4 address, an IPv6 /64)
+    manifest: str
+    parts: list[tuple[str | None, bytes]]
+
+
+class Claiming(ClusterState):
+    async def _claimer(self) -> None:
+        """Claim a job whenever a slot is free (pull): never more than `concurrency` at once.
+        Idle, wait for the queue's wake-up; a slot freed by a job's end was offered the next
+        job already (`_publish`)."""
+        while True:
+            if not self._free_slot():
+                await self._slot_freed_or(1.0)
+                continue
+            try:
+                if not await self._claim_one():
+                    await self.cq.wait_for_work(IDLE)
+            except NotAllowed:
+                await asyncio.sleep(NOT_ALLOWED)
+            except errors.ClusterUnavailable:
+                await asyncio.sleep(BEAT)
+
+    def _free_slot(self) -> bool:
+        return self.accepting and self.taken < self.settings.concurrency
+
+    async def _claim_one(self) -> bool:
+        """Claim the cluster's next job into a free slot (held while asking, so that claims
+        made at once never exceed the slots); False if nothing is queued."""
+        self.taken += 1
+        try:
+            claimed = await self.cq.claim(self.node_id, self.advertise)
+        except BaseException:
+            self._give_slot_back()
+            raise
+        if claimed is None:
+            self._give_slot_back()
+            return False
+        self._took(claimed)
+        return True
+
+    def _give_slot_back(self) -> None:
+        self.taken -= 1
+        self._slot_freed.set()
+
+    async def _claim_after_submit(self) -> None:
+        """A node that has just queued a job and has a free slot claims at once (the job, or
+        the one due before it), without waiting for the wake-up to reach an idle node."""
+        if self._free_slot():
+            with contextlib.suppress(errors.ClusterUnavailable, NotAllowed):
+                await self._claim_one()
+
+    def _took(self, claimed: Claimed) -> None:
+        """Run a job claimed into a slot already counted in `taken`."""
+        self._spawn(self._take(claimed), f"job-{claimed.job_id}")
+        self._changed(claimed.job_id)  # a status request waiting here now follows it locally
+
+    async def _take(self, claimed: Claimed) -> None:
+        job: Job | None = None
+        try:
+            queued = decode_status(claimed.record)
+            job = await self._unpack_claimed(claimed, queued)
+            if job is None:
+                return
+            if not self.environments.built(job.manifest.environment):
+                job.log.note(f"environment {job.manifest.environment!r} is being built")
+                try:
+                    await self.environments.ensure(job.manifest.environment)
+                except Exception as error:
+                    job.failure = "environment_error"
+                    self._finish(job, self.clock(), str(error))
+            if not job.finished:
+                running = msgspec.structs.replace(
+                    self._record(job), status="running", started_at=timestamp(), position=None
+                )
+                started = await self._persist(
+                    lambda: self.cq.start(job.id, self.node_id, _encode(running))
+                )
+                if not started:  # cancelled meanwhile, or taken back from this node
+                    del self.jobs[job.id]
+                    await asyncio.to_thread(shutil.rmtree, job.directory, True)
+                    return
+            state: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+            pump = self._spawn(self.logs.pump(job.id, job.log, state), f"log-{job.id}")
+            if not job.finished:
+                self.running += 1
+                try:
+                    await self._run(job)
+                finally:
+                    self.running -= 1
+            state.set_result(job.state)
+            await pump
+            await self._publish(job)
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            log.exception("job %s: the node's handling failed", claimed.job_id)
+            if job is not None:
+                self._fail_after_crash(job)
+                await self._publish(job)
+        finally:
+            self.taken -= 1
+            self._slot_freed.set()
+
+    async def _publish(self, job: Job) -> None:
+        """The job's final record (and its CPU, for its client's limits) into the store; in
+        the same call, the slot it leaves claims the next job, if this node takes any."""
+        record = _encode(self._record(job))
+        taking = self.accepting and self.taken <= self.settings.concurrency
+        url = self.advertise if taking else ""
+        done, claimed = await self._persist(
+            lambda: self.cq.finish_and_claim(job.id, self.node_id, record, job.cpu_seconds, url)
+        )
+        if not done:
+            log.warning("job %s: its record was not taken (the cluster had settled it)", job.id)
+        if claimed is not None:
+            self.taken += 1  # the slot this job leaves (its `finally` gives it back)
+            self._took(claimed)
+
+    async def _unpack_claimed(self, claimed: Claimed, queued: StatusRecord) -> Job | None:
+        upload = msgspec.msgpack.decode(claimed.upload, type=Upload)
+        parts = [uploads.UploadPart(name, io.BytesIO(data)) for name, data in upload.parts]
+        job_dir = self.jobs_dir / claimed.job_id
+        deadline = time.monotonic() + self.settings.upload_timeout
+        try:
+            job = await self._accept(upload.client, upload.manifest, parts, job_dir, deadline)
+        except errors.JobrunnerError as error:  # checked at submit: another node's settings
+            await asyncio.to_thread(shutil.rmtree, job_dir, True)
+            log.warning("job %s: refused by this node after all: %s", claimed.job_id, error)
+            record = vouching.own_record(
+                self.key, claimed.job_id, queued.job_hash, queued.created_at, "sandbox_error"
+            )
+            await self._persist(
+                lambda: self.cq.finish(claimed.job_id, self.node_id, _encode(record))
+            )
+            await self._persist(lambda: self.logs.end(claimed.job_id, "failed"))
+            return None
+        job.created_at = queued.created_at
+        job.queued_at = self.clock()
+        self.jobs[job.id] = job
+        return job

@@ -1,0 +1,186 @@
+"""The submit path: admitting a client, unpacking and checking its upload, queueing the job.
+
+Separate from the running and the reads because it is the one part that takes a client's bytes:
+it validates the manifest, unpacks the tarballs in a thread under the upload's budget and
+deadline, and only then enqueues; everything it refuses is a domain error (`jobrunner.errors`).
+The cluster node uses `_accept` for its own submits and claims.
+"""
+
+import asyncio
+import contextlib
+import logging
+import os
+import shutil
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import TypeVar
+
+import msgspec
+
+from jobrunner import errors, manifest, signing, uploads
+from jobrunner.environments import TEMPLATES
+from jobrunner.jobs import Job, Log, new_job_id
+from jobrunner.node.state import JobState
+from jobrunner.ratelimit import Reservation
+from jobrunner.wire import SubmitResult
+
+log = logging.getLogger("jobrunner")
+T = TypeVar("T")
+# The manifest's stdin, kept beside the inputs (not in memory) from the submit until the job runs.
+STDIN_FILE = "stdin"
+
+
+def _private(path: str, flags: int) -> int:
+    return os.open(path, flags, 0o600)
+
+
+async def _till_done(work: Awaitable[T], stop: Callable[[], None]) -> T:
+    """Await `work` (a thread's); if the caller is cancelled meanwhile, `stop` it and wait until
+    it has ended before the cancellation goes on. The caller then removes what the thread wrote
+    and gives its client's slot back, neither of which may happen while the thread still runs:
+    the slot is what bounds each client's unpacking threads."""
+    task = asyncio.ensure_future(work)
+    try:
+        return await asyncio.shield(task)
+    except asyncio.CancelledError:
+        stop()
+        while not task.done():
+            with contextlib.suppress(asyncio.CancelledError):
+                await asyncio.wait({task})
+        if not task.cancelled():
+            task.exception()  # retrieved: the cancellation is what goes on
+        raise
+
+
+class Intake(JobState):
+    def admit(self, client: str) -> Reservation:
+        """A slot for one submission of `client` (its rate key: the edge derives it from the
+        address), taken before its body is read: a client over its limits is refused at once
+        instead of after uploading. `cancel` it if the upload fails."""
+        if not self.accepting:
+            raise errors.shutting_down()
+        self._check_queue_room()
+        reservation = self.limiter.reserve(client)
+        if not isinstance(reservation, Reservation):
+            raise errors.rate_limited(reservation)
+        return reservation
+
+    def _check_queue_room(self) -> None:
+        if len(self.queue) >= self.settings.max_queue:
+            raise errors.queue_full(self.settings.max_queue)
+
+    def cancel(self, reservation: Reservation) -> None:
+        self.limiter.cancel(reservation)
+
+    async def submit(
+        self,
+        client: str,
+        manifest_text: str,
+        parts: list[uploads.UploadPart],
+        reservation: Reservation | None = None,
+        deadline: float | None = None,
+    ) -> SubmitResult:
+        """Validate, unpack and enqueue a job (admitting it first unless `reservation` is given).
+
+        The upload must be unpacked by `deadline` (`time.monotonic()`; by default `upload_timeout`
+        from now): the front end passes the one it gave the reading of the body, so reading and
+        unpacking together take at most `upload_timeout`."""
+        if reservation is None:
+            reservation = self.admit(client)
+        elif not self.accepting:
+            self.limiter.cancel(reservation)
+            raise errors.shutting_down()
+        job_dir = self.jobs_dir / new_job_id()
+        try:
+            if deadline is None:
+                deadline = time.monotonic() + self.settings.upload_timeout
+            job = await self._accept(client, manifest_text, parts, job_dir, deadline)
+            self._check_queue_room()  # uploads admitted together may have filled it meanwhile
+        except BaseException:
+            self.limiter.cancel(reservation)
+            await asyncio.to_thread(shutil.rmtree, job_dir, True)
+            raise
+        self.jobs[job.id] = job
+        job.queued_at = self.clock()
+        async with self._queue_changed:
+            self.queue.add(job.id, client, job.manifest.timeout)
+            self._queue_changed.notify_all()  # a worker may start it now, or none may yet
+        self.metrics.accepted.inc()
+        log.info("job %s accepted", job.id, extra=self._facts(job, event="job.accepted"))
+        result = SubmitResult(job.id, "queued", self._position(job) or 0, job.job_hash)
+        # A free slot's worker takes the job now, before this answer is written: its jail is
+        # set up (in a thread) while the answer goes out, not after.
+        await asyncio.sleep(0)
+        return result
+
+    async def _accept(
+        self,
+        client: str,
+        manifest_text: str,
+        parts: list[uploads.UploadPart],
+        job_dir: Path,
+        deadline: float,
+    ) -> Job:
+        s = self.settings
+        try:
+            parsed = manifest.parse(
+                manifest_text,
+                interpreters=set(self.interpreters),
+                environments=set(TEMPLATES),
+                max_timeout=s.max_timeout,
+                max_memory_mb=s.max_memory_mb,
+            )
+        except manifest.ManifestError as error:
+            raise errors.invalid_manifest(str(error)) from None
+        if not parts:
+            raise errors.invalid_files("no files were uploaded (form field `files`)")
+        budget = uploads.Budget(s.storage_mb * 1_000_000, s.max_entries, deadline)
+        stdin = parsed.stdin.encode()
+        spent = [0.0]  # the unpacking thread's CPU: the client's, whether the upload is refused
+
+        def unpack() -> None:
+            started = time.thread_time()
+            try:
+                self._unpack(parts, job_dir, budget, stdin)
+            finally:
+                spent[0] = time.thread_time() - started
+
+        try:
+            await _till_done(asyncio.to_thread(unpack), budget.stop)
+        except uploads.UploadError as error:
+            raise errors.invalid_files(str(error)) from None
+        except uploads.Expired:
+            raise errors.UploadTimeout(
+                f"the upload was not received and unpacked within {s.upload_timeout:g} s"
+            ) from None
+        finally:
+            self.limiter.charge(client, spent[0])
+        inputs = {item.path: item.sha256 for item in budget.files}
+        if parsed.entrypoint not in inputs:
+            raise errors.invalid_manifest(
+                f"entrypoint not found in the upload: {parsed.entrypoint}"
+            )
+        return Job(
+            id=job_dir.name,
+            client=client,
+            # Hashed with its stdin; held without it (up to 1 MiB, in the job dir till it runs).
+            manifest=msgspec.structs.replace(parsed, stdin=""),
+            inputs=budget.files,
+            job_hash=signing.job_hash(parsed, inputs.items()),
+            directory=job_dir,
+            log=Log(s.log_cap_mb * 2**20),
+            stdin=bool(stdin),
+        )
+
+    @staticmethod
+    def _unpack(
+        parts: list[uploads.UploadPart], job_dir: Path, budget: uploads.Budget, stdin: bytes
+    ) -> None:
+        job_dir.mkdir(mode=0o711)
+        inputs = job_dir / "inputs"
+        inputs.mkdir(mode=0o755)
+        if stdin:  # only the server reads it: the runner hands the job a copy (see jail.py)
+            with open(job_dir / STDIN_FILE, "xb", opener=_private) as handle:
+                handle.write(stdin)
+        uploads.unpack(parts, inputs, budget)
