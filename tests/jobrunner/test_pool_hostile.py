@@ -61,12 +61,17 @@ def raw_get(base: str, path: str) -> tuple[int, bytes]:
     return int(head.split()[1]), body
 
 
-def test_many_live_logs_neither_hang_the_pool_nor_lose_its_worker(cluster):
+def test_many_live_logs_neither_hang_the_pool_nor_lose_its_worker(cluster, state_dir):
     # 0.1 had one connection pool of 100 for everything, without timeouts: the 101st proxied
     # WebSocket waited for ever, status requests waited behind it, and the health check timed
     # out, so a healthy worker was declared lost and its job reported `worker_lost`.
-    pool, _ = cluster(workers=1, pool_args=["--rate-concurrent", "10", "--rate-streams", "200"])
-    job = submit(pool.url, TICKING, {"entrypoint": "main.py", "timeout": 60}).json()["job_id"]
+    # The job runs until the test releases it (a busy machine takes seconds to open the 120
+    # sockets: a job of fixed length could end before the status is read).
+    pool, (worker,) = cluster(
+        workers=1, pool_args=["--rate-concurrent", "10", "--rate-streams", "200"]
+    )
+    job = submit(pool.url, {"main.py": HELD}, {"entrypoint": "main.py", "timeout": 300})
+    job = job.json()["job_id"]
     url = pool.url.replace("http", "ws", 1) + f"/logs/{job}/stream"
     count = 120
 
@@ -85,6 +90,7 @@ def test_many_live_logs_neither_hang_the_pool_nor_lose_its_worker(cluster):
                 submit, pool.url, {"main.py": "print(2)"}, {"entrypoint": "main.py"}
             )
             assert second.status_code == 200, second.text
+            await asyncio.to_thread(release, worker.url, state_dir / "s0", job)
 
             async def until_closed(ws) -> tuple[int | None, str | None]:
                 try:
