@@ -1,4 +1,5 @@
-"""`graph build`: the edges, computed in SQL with bounded work per bookmark.
+"""`graph build`: the edges, computed in SQL (and one Python function) with bounded work per
+bookmark.
 
 Never all pairs: a tag or site shared by 50,000 bookmarks would make 1.25 billion of them.
 Candidates come from windows instead. Within each tag (ancestors included) and each site, the
@@ -6,7 +7,8 @@ members are ordered by their whole tag set, so bookmarks tagged alike sit side b
 is paired with the next WINDOW members only; links found in cached pages add their pairs. Each
 candidate pair is then scored exactly (Jaccard over the full tag sets, same site, link), and every
 bookmark keeps its NEIGHBOURS strongest edges. Work and memory are linear in the number of
-bookmarks times their tags.
+bookmarks times their tags; every pass reads and writes its tables in key order (a sort first
+where needed), never at random places of a table larger than the cache.
 """
 
 import datetime as dt
@@ -60,7 +62,11 @@ def build(
     # default makes the sorts spill to disk); put back afterwards.
     saved = [store.value(f"PRAGMA {schema}.cache_size") for schema in ("main", "temp")]
     store.execute("PRAGMA main.cache_size = -65536")
-    store.execute("PRAGMA temp.cache_size = -262144")
+    # 128 MB for the temporary tables: every pass now reads and writes them in key order, so the
+    # cache holds only the lookup tables (g_site, g_nth: about 25 MB each at a million) and the
+    # pages in flight; 256 MB (for the random inserts of before) put the peak at a million, with
+    # the tag sets of `_score`, at 565 MB.
+    store.execute("PRAGMA temp.cache_size = -131072")
     try:
         report = _build(store, now, progress or (lambda step: None))
     finally:
@@ -246,9 +252,11 @@ def _tag_sets(store: Store) -> list[frozenset[int]]:
     empty: frozenset[int] = frozenset()
     tag_sets = [empty] * ((store.value("SELECT max(id) FROM bookmarks") or 0) + 1)
     distinct = {empty: empty}
+    nodes: dict[int, int] = {}  # one int object per node, not one per row (28 bytes each)
     current: list[int] = []
     previous = 0
     for bm, node in store.execute("SELECT bm, node FROM g_mem ORDER BY bm"):
+        node = nodes.setdefault(node, node)
         if bm != previous:
             found = frozenset(current)
             tag_sets[previous] = distinct.setdefault(found, found)
