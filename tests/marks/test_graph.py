@@ -2,6 +2,7 @@
 
 import itertools
 import json
+import random
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -263,3 +264,85 @@ def export_label(text: str) -> str:
     from marks.graph.export import _NOT_XML
 
     return _NOT_XML.sub("", text)
+
+
+def scored_pairs(tag_sets: list[set[str]]) -> dict[tuple[int, int], float]:
+    """Every pair sharing a counted tag (ids from 1) with its Jaccard index, by brute force."""
+    weights = {}
+    for (i, x), (j, y) in itertools.combinations(enumerate(tag_sets, 1), 2):
+        tx, ty = counted_tags(x), counted_tags(y)
+        if tx & ty:
+            weights[(i, j)] = len(tx & ty) / len(tx | ty)
+    return weights
+
+
+def kept_by_rule(weights: dict[tuple[int, int], float]) -> dict[tuple[int, int], float]:
+    """The graph's rule: each bookmark keeps its NEIGHBOURS strongest edges, ties going to the
+    lower id; an edge stays if either end keeps it."""
+    ranked: dict[int, list[tuple[float, int]]] = {}
+    for (i, j), weight in weights.items():
+        ranked.setdefault(i, []).append((-weight, j))
+        ranked.setdefault(j, []).append((-weight, i))
+    kept = set()
+    for i, edges in ranked.items():
+        kept.update((min(i, j), max(i, j)) for _, j in sorted(edges)[:NEIGHBOURS])
+    return {pair: weights[pair] for pair in kept}
+
+
+def build_tagged(store: Store, tag_sets: list[set[str]]) -> dict[tuple[int, int], float]:
+    """Import one bookmark per tag set (each on its own site), build, and read the edges."""
+    importing.import_records(
+        Library(store),
+        [Record(url=f"https://h{n}.test/", tags=sorted(tags)) for n, tags in enumerate(tag_sets)],
+    )
+    build(store)
+    return {
+        (s, t): w for s, t, w in store.execute("SELECT source, target, weight FROM graph_edges")
+    }
+
+
+def tagged_in_groups(members: list[set[int]], count: int) -> list[set[str]]:
+    """`count` bookmarks' tag sets: tag `t{k}` on the bookmarks in members[k]. With at most
+    WINDOW + 1 members a tag, every pair sharing a tag is a candidate."""
+    assert all(len(group) <= WINDOW + 1 for group in members)
+    tag_sets: list[set[str]] = [set() for _ in range(count)]
+    for tag, group in enumerate(members):
+        for member in group:
+            tag_sets[member].add(f"t{tag}")
+    return tag_sets
+
+
+def test_each_end_keeps_its_strongest_ties_to_the_lower_id(library):
+    # 30 bookmarks, 14 tags of 11 members each: most bookmarks have more than NEIGHBOURS
+    # candidates, many at equal weights, so the rule and its tie-break decide which edges exist.
+    rng = random.Random(26)
+    tag_sets = tagged_in_groups([set(rng.sample(range(30), WINDOW + 1)) for _ in range(14)], 30)
+    weights = scored_pairs(tag_sets)
+    expected = kept_by_rule(weights)
+    assert len(expected) < len(weights)  # the rule drops edges here
+    # ...and a tie decides: some dropped edge weighs what a kept one of the same bookmark does.
+    dropped = weights.keys() - expected.keys()
+    assert any(
+        weights[d] == weight and set(d) & set(pair)
+        for d in dropped
+        for pair, weight in expected.items()
+    )
+    stored = build_tagged(library.store, tag_sets)
+    assert stored.keys() == expected.keys()
+    assert all(stored[pair] == weight for pair, weight in expected.items())
+
+
+@settings(
+    max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    st.lists(st.sets(st.integers(0, 23), min_size=6, max_size=WINDOW + 1), min_size=3, max_size=12)
+)
+def test_kept_edges_follow_the_rule(tmp_path_factory, members):
+    tag_sets = tagged_in_groups(members, 24)
+    store = Store(tmp_path_factory.mktemp("graph") / "g.db")
+    stored = build_tagged(store, tag_sets)
+    expected = kept_by_rule(scored_pairs(tag_sets))
+    assert stored.keys() == expected.keys()
+    assert all(stored[pair] == weight for pair, weight in expected.items())
+    store.close()

@@ -1,4 +1,5 @@
-"""`graph build`: the edges, computed in SQL with bounded work per bookmark.
+"""`graph build`: the edges, computed in SQL (and one Python function) with bounded work per
+bookmark.
 
 Never all pairs: a tag or site shared by 50,000 bookmarks would make 1.25 billion of them.
 Candidates come from windows instead. Within each tag (ancestors included) and each site, the
@@ -6,7 +7,8 @@ members are ordered by their whole tag set, so bookmarks tagged alike sit side b
 is paired with the next WINDOW members only; links found in cached pages add their pairs. Each
 candidate pair is then scored exactly (Jaccard over the full tag sets, same site, link), and every
 bookmark keeps its NEIGHBOURS strongest edges. Work and memory are linear in the number of
-bookmarks times their tags.
+bookmarks times their tags; every pass reads and writes its tables in key order (a sort first
+where needed), never at random places of a table larger than the cache.
 """
 
 import datetime as dt
@@ -33,17 +35,15 @@ WINDOW = 10  # candidates per bookmark per tag and per site, on each side
 _TEMP = (
     "g_expand",
     "g_mem",
-    "g_size",
     "g_hostsite",
     "g_site",
     "g_rank",
     "g_cand",
     "g_link",
     "g_linkkey",
-    "g_node",
     "g_linked",
     "g_scored",
-    "g_keep",
+    "g_nth",
 )
 
 
@@ -62,7 +62,11 @@ def build(
     # default makes the sorts spill to disk); put back afterwards.
     saved = [store.value(f"PRAGMA {schema}.cache_size") for schema in ("main", "temp")]
     store.execute("PRAGMA main.cache_size = -65536")
-    store.execute("PRAGMA temp.cache_size = -262144")
+    # 128 MB for the temporary tables: every pass now reads and writes them in key order, so the
+    # cache holds only the lookup tables (g_site, g_nth: about 25 MB each at a million) and the
+    # pages in flight; 256 MB (for the random inserts of before) put the peak at a million, with
+    # the tag sets of `_score`, at 565 MB.
+    store.execute("PRAGMA temp.cache_size = -131072")
     try:
         report = _build(store, now, progress or (lambda step: None))
     finally:
@@ -97,22 +101,7 @@ def _build(
             if by_target:
                 store.execute("DROP INDEX graph_edges_by_target")
             store.execute("DELETE FROM graph_edges")
-            # Each bookmark keeps its strongest edges; an edge stays if either end keeps it.
-            store.execute(
-                "CREATE TEMP TABLE g_keep (a INTEGER, b INTEGER, PRIMARY KEY (a, b)) WITHOUT ROWID"
-            )
-            store.execute(
-                "INSERT OR IGNORE INTO g_keep SELECT min(x, y), max(x, y) FROM ("
-                "  SELECT x, y, row_number() OVER (PARTITION BY x ORDER BY w DESC, y) AS r FROM ("
-                "    SELECT a AS x, b AS y, w FROM g_scored UNION ALL SELECT b, a, w FROM g_scored)"
-                ") WHERE r <= ?",
-                (NEIGHBOURS,),
-            )
-            store.execute(
-                "INSERT INTO graph_edges (source, target, weight, tags, site, link) "
-                "SELECT s.a, s.b, s.w, s.j, s.site, s.link FROM g_keep k "
-                "JOIN g_scored s ON s.a = k.a AND s.b = k.b"
-            )
+            _keep(store)
             if by_target:
                 store.execute(by_target)
             nodes = store.value("SELECT count(*) FROM bookmarks")
@@ -153,8 +142,6 @@ def _members(store: Store) -> None:
         "FROM bookmark_tags bt JOIN g_expand e ON e.tag_id = bt.tag_id"
     )
     store.execute("CREATE INDEX temp.g_mem_by_bm ON g_mem (bm, node)")
-    store.execute("CREATE TEMP TABLE g_size (bm INTEGER PRIMARY KEY, n INTEGER)")
-    store.execute("INSERT INTO g_size SELECT bm, count(*) FROM g_mem GROUP BY bm")
 
 
 def _sites(store: Store) -> None:
@@ -175,28 +162,28 @@ def _sites(store: Store) -> None:
 
 
 def _candidates(store: Store) -> None:
-    store.execute(
-        "CREATE TEMP TABLE g_cand (a INTEGER, b INTEGER, PRIMARY KEY (a, b)) WITHOUT ROWID"
-    )
-    # Within each tag: members in order of their whole tag set (alike ones adjacent).
+    """g_cand(a, b): every candidate pair once, a < b.
+
+    The pairs of all windows and links are collected unsorted and sorted once by SQLite's sorter
+    (sequential merges), then appended to g_cand in key order: inserting them as they come put
+    each at a random place of a B-tree of tens of millions of pairs, larger than the cache (at a
+    million bookmarks most of the build's time went to that I/O)."""
+    # Within each tag: members in order of their whole tag set (alike ones adjacent); within each
+    # site the same, by tags then id. Sites are numbered below zero, tags above.
     store.execute(
         "CREATE TEMP TABLE g_rank (grp INTEGER, rn INTEGER, bm INTEGER, PRIMARY KEY (grp, rn)) "
         "WITHOUT ROWID"
+    )
+    store.execute(
+        "INSERT INTO g_rank SELECT -dense_rank() OVER (ORDER BY s.site), row_number() OVER "
+        "(PARTITION BY s.site ORDER BY b.tags, s.bm), s.bm "
+        "FROM g_site s JOIN bookmarks b ON b.id = s.bm"
     )
     store.execute(
         "INSERT INTO g_rank SELECT m.node, row_number() OVER "
         "(PARTITION BY m.node ORDER BY b.tags, b.domain, m.bm), m.bm "
         "FROM g_mem m JOIN bookmarks b ON b.id = m.bm"
     )
-    _pair_windows(store)
-    # Within each site: the same, by tags then id.
-    store.execute("DELETE FROM g_rank")
-    store.execute(
-        "INSERT INTO g_rank SELECT dense_rank() OVER (ORDER BY s.site), row_number() OVER "
-        "(PARTITION BY s.site ORDER BY b.tags, s.bm), s.bm "
-        "FROM g_site s JOIN bookmarks b ON b.id = s.bm"
-    )
-    _pair_windows(store)
     # Links in cached pages, matched to bookmarks by url_key.
     store.execute(
         "CREATE TEMP TABLE g_link (a INTEGER, b INTEGER, PRIMARY KEY (a, b)) WITHOUT ROWID"
@@ -217,30 +204,70 @@ def _candidates(store: Store) -> None:
         "JOIN bookmarks b ON b.url_key = k.url_key WHERE b.id != k.src"
     )
     store.execute("DROP TABLE temp.g_linkkey")
-    store.execute("INSERT OR IGNORE INTO g_cand SELECT min(a, b), max(a, b) FROM g_link")
-
-
-def _pair_windows(store: Store) -> None:
     store.execute(
-        "INSERT OR IGNORE INTO g_cand "
-        "SELECT min(x.bm, y.bm), max(x.bm, y.bm) FROM g_rank x JOIN g_rank y "
-        "ON y.grp = x.grp AND y.rn > x.rn AND y.rn <= x.rn + ? WHERE x.bm != y.bm",
+        "CREATE TEMP TABLE g_cand (a INTEGER, b INTEGER, PRIMARY KEY (a, b)) WITHOUT ROWID"
+    )
+    store.execute(
+        "INSERT OR IGNORE INTO g_cand SELECT a, b FROM ("
+        "  SELECT min(x.bm, y.bm) AS a, max(x.bm, y.bm) AS b FROM g_rank x JOIN g_rank y "
+        "  ON y.grp = x.grp AND y.rn > x.rn AND y.rn <= x.rn + ? WHERE x.bm != y.bm "
+        "  UNION ALL SELECT min(a, b), max(a, b) FROM g_link"
+        ") ORDER BY a, b",
         (WINDOW,),
     )
 
 
 def _score(store: Store) -> None:
     """Exact Jaccard, same site and links for every candidate pair (each computed once), in one
-    pass over the candidates: the shared tags are counted as the pairs stream by, each pair's two
-    bookmarks looked up once (their tag count and site in one row), and only pairs with a reason
-    to be an edge are written. (Writing every pair's count to a table and then every pair's parts
-    to another, read back and filtered, was two thirds of a build at a million bookmarks.)"""
-    store.execute("CREATE TEMP TABLE g_node (bm INTEGER PRIMARY KEY, n INTEGER, site TEXT)")
-    store.execute(
-        "INSERT INTO g_node SELECT bm, max(n), max(site) FROM ("
-        "  SELECT bm, n, NULL AS site FROM g_size UNION ALL SELECT bm, NULL, site FROM g_site"
-        ") GROUP BY bm"
+    pass over the candidates in key order; only pairs with a reason to be an edge are written.
+
+    The Jaccard index is computed by a Python function over each bookmark's counted tags, held
+    as one frozenset per distinct tag set (bookmarks tagged alike share it): counting the shared
+    tags in SQL took a seek per tag of one bookmark into the other's, an aggregate and a lookup
+    of both tag counts per pair, about twice the time of the call."""
+    tag_sets = _tag_sets(store)
+
+    def jaccard(a: int, b: int) -> float:
+        one, other = tag_sets[a], tag_sets[b]
+        shared = len(one & other)
+        # The same division SQLite did (exact integers, one correctly rounded quotient).
+        return shared / (len(one) + len(other) - shared) if shared else 0.0
+
+    # Called with two bookmark ids only (apsw's stub types every function as taking any value).
+    store.db.create_scalar_function(
+        "marks_graph_jaccard",
+        jaccard,  # type: ignore[arg-type]
+        2,
+        deterministic=True,
     )
+    try:
+        _score_pairs(store)
+    finally:
+        store.db.create_scalar_function("marks_graph_jaccard", None)
+
+
+def _tag_sets(store: Store) -> list[frozenset[int]]:
+    """Each bookmark's counted tags (its nodes in g_mem), indexed by its id (a list: 8 bytes a
+    bookmark), one frozenset per distinct set (bookmarks tagged alike share it)."""
+    empty: frozenset[int] = frozenset()
+    tag_sets = [empty] * ((store.value("SELECT max(id) FROM bookmarks") or 0) + 1)
+    distinct = {empty: empty}
+    nodes: dict[int, int] = {}  # one int object per node, not one per row (28 bytes each)
+    current: list[int] = []
+    previous = 0
+    for bm, node in store.execute("SELECT bm, node FROM g_mem ORDER BY bm"):
+        node = nodes.setdefault(node, node)
+        if bm != previous:
+            found = frozenset(current)
+            tag_sets[previous] = distinct.setdefault(found, found)
+            current, previous = [], bm
+        current.append(node)
+    found = frozenset(current)
+    tag_sets[previous] = distinct.setdefault(found, found)
+    return tag_sets
+
+
+def _score_pairs(store: Store) -> None:
     # Each pair's link flags (1: a links to b, 2: b to a), from the few links cached pages hold.
     store.execute(
         "CREATE TEMP TABLE g_linked (a INTEGER, b INTEGER, link INTEGER, PRIMARY KEY (a, b)) "
@@ -254,22 +281,48 @@ def _score(store: Store) -> None:
         "CREATE TEMP TABLE g_scored (a INTEGER, b INTEGER, w REAL, j REAL, site TEXT, "
         "link INTEGER, PRIMARY KEY (a, b)) WITHOUT ROWID"
     )
-    # The shared counts come from an aggregate over g_cand in (a, b) order (no sort); SQLite runs
-    # it as a co-routine feeding the outer join, so no pair is written before it is kept.
+    # `LIMIT -1` keeps the subquery a co-routine: flattened into the outer query, the function
+    # would be called once for each of the three places its value is used.
     store.execute(
-        "WITH shared AS ("
-        "  SELECT c.a, c.b, count(mb.bm) AS k FROM g_cand c "
-        "  LEFT JOIN g_mem ma ON ma.bm = c.a "
-        "  LEFT JOIN g_mem mb ON mb.bm = c.b AND mb.node = ma.node GROUP BY c.a, c.b), "
+        "WITH scored AS ("
+        "  SELECT c.a, c.b, marks_graph_jaccard(c.a, c.b) AS j FROM g_cand c LIMIT -1), "
         "parts AS ("
-        "  SELECT s.a, s.b, "
-        "    CASE WHEN s.k > 0 THEN s.k * 1.0 / (na.n + nb.n - s.k) ELSE 0 END AS j, "
-        "    CASE WHEN na.site = nb.site THEN na.site END AS site, "
+        "  SELECT s.a, s.b, s.j, "
+        "    CASE WHEN sa.site = sb.site THEN sa.site END AS site, "
         "    coalesce(l.link, 0) AS link "
-        "  FROM shared s "
-        "  LEFT JOIN g_node na ON na.bm = s.a LEFT JOIN g_node nb ON nb.bm = s.b "
+        "  FROM scored s "
+        "  LEFT JOIN g_site sa ON sa.bm = s.a LEFT JOIN g_site sb ON sb.bm = s.b "
         "  LEFT JOIN g_linked l ON l.a = s.a AND l.b = s.b) "
         "INSERT INTO g_scored SELECT a, b, "
         f"  {TAG_WEIGHT} * j + {SITE_WEIGHT} * (site IS NOT NULL) + {LINK_WEIGHT} * (link > 0), "
         "  j, site, link FROM parts WHERE j > 0 OR site IS NOT NULL OR link > 0"
+    )
+
+
+def _keep(store: Store) -> None:
+    """Each bookmark keeps its NEIGHBOURS strongest edges (ties: the lower other id first); an edge
+    stays if either end keeps it.
+
+    One sort of both directions of every scored pair finds each bookmark's last kept edge
+    (g_nth: its weight and other end; only bookmarks with more edges than NEIGHBOURS have one);
+    then one pass over g_scored in key order writes the edges that either end keeps, appended to
+    graph_edges in its own key order. (Ranking every pair, collecting the kept ones into a table
+    at random places and joining it back to the scores was two of the build's passes more.)"""
+    store.execute("CREATE TEMP TABLE g_nth (x INTEGER PRIMARY KEY, w REAL, y INTEGER)")
+    store.execute(
+        "INSERT INTO g_nth SELECT x, w, y FROM ("
+        "  SELECT x, y, w, row_number() OVER (PARTITION BY x ORDER BY w DESC, y) AS r FROM ("
+        "    SELECT a AS x, b AS y, w FROM g_scored UNION ALL SELECT b, a, w FROM g_scored)"
+        ") WHERE r = ?",
+        (NEIGHBOURS,),
+    )
+    # (w, other) at or before the end's last kept edge in its order: w higher, or equal and the
+    # other id no higher. Floats compare exactly: both sides are the same stored values.
+    store.execute(
+        "INSERT INTO graph_edges (source, target, weight, tags, site, link) "
+        "SELECT s.a, s.b, s.w, s.j, s.site, s.link FROM g_scored s "
+        "LEFT JOIN g_nth na ON na.x = s.a LEFT JOIN g_nth nb ON nb.x = s.b "
+        "WHERE na.x IS NULL OR s.w > na.w OR (s.w = na.w AND s.b <= na.y) "
+        "OR nb.x IS NULL OR s.w > nb.w OR (s.w = nb.w AND s.a <= nb.y) "
+        "ORDER BY s.a, s.b"
     )
