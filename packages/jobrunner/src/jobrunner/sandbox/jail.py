@@ -53,8 +53,9 @@ _EXITED = re.compile(r"exited with status: (\d+)")
 STOP_GRACE = 5.0
 _SEALS = fcntl.F_SEAL_SEAL | fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW | fcntl.F_SEAL_WRITE
 # argv: sh -c ENTER jobrunner-enter N procs_1 .. procs_N nsjail ARGS...
+# `0` is the writer itself (`JobCgroup.procs_files` says why it is not `$$`).
 ENTER = (
-    'n=$1; shift; while [ "$n" -gt 0 ]; do echo $$ > "$1" || exit 125; shift; n=$((n - 1)); done; '
+    'n=$1; shift; while [ "$n" -gt 0 ]; do echo 0 > "$1" || exit 125; shift; n=$((n - 1)); done; '
     'exec "$@"'
 )
 
