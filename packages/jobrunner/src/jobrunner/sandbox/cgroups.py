@@ -324,11 +324,13 @@ class Cgroups:
         """Kill what is in the job's cgroups and remove them, whichever exist: a job whose setup
         failed may have some of them, or none."""
         directories = [directory / job_id for directory in self._instance_dirs()]
-        leaf = "supervisor" if self.version == 2 else JAIL_LEAF
-        for directory in directories:
-            with contextlib.suppress(OSError):  # only if empty, as below
-                (directory / leaf).rmdir()
-        # The usual end of a job: nsjail has ended, its jail with it, and it has removed the
+        if self.version == 2:
+            leaf = directories[0] / "supervisor"
+        else:
+            leaf = directories[CONTROLLERS.index("cpu")] / JAIL_LEAF
+        with contextlib.suppress(OSError):  # only if empty, as below
+            leaf.rmdir()
+        # The usual end of a job: nsjail has ended, its jail with it, and (v2) it has removed the
         # cgroups it made. The kernel removes a cgroup only if it holds no process and no child
         # cgroup, so this removes the empty ones and nothing else; whatever is left is killed and
         # searched for children. (Searching always took 1.5 ms of every job's teardown.)
