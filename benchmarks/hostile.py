@@ -157,10 +157,11 @@ def children_cpu_seconds(pid: int) -> float:
 
 
 def host_busy_seconds() -> float:
-    """CPU seconds every CPU of the host has spent on anything but idling since boot."""
+    """CPU seconds the host's CPUs have spent running anything (user, nice, system, irq,
+    softirq: not idle, iowait, nor the hypervisor's steal) since boot, summed over the CPUs."""
     first = Path("/proc/stat").read_text().splitlines()[0].split()[1:]
-    ticks = [int(value) for value in first[:8]]  # user nice system idle iowait irq softirq steal
-    return (sum(ticks) - ticks[3] - ticks[4]) / os.sysconf("SC_CLK_TCK")
+    user, nice, system, _idle, _iowait, irq, softirq = (int(value) for value in first[:7])
+    return (user + nice + system + irq + softirq) / os.sysconf("SC_CLK_TCK")
 
 
 def percentile(values: list[float], share: float) -> float:
@@ -591,7 +592,9 @@ async def scenario(url: str, pid: int, seconds: float) -> list[Row]:
         print("idle done; unloaded phase ...", file=sys.stderr, flush=True)
         cpu_start, own_start = cpu_seconds(pid), time.process_time()
         jails_start, host_start = children_cpu_seconds(pid), host_busy_seconds()
+        phase_start = time.monotonic()
         unloaded = await normal_users(client, url, seconds)
+        wall_unloaded = time.monotonic() - phase_start
         cpu_unloaded = cpu_seconds(pid) - cpu_start
         own_unloaded = time.process_time() - own_start
         jails_unloaded = children_cpu_seconds(pid) - jails_start
@@ -604,6 +607,7 @@ async def scenario(url: str, pid: int, seconds: float) -> list[Row]:
         cpu_start, own_start = cpu_seconds(pid), time.process_time()
         jails_start, host_start = children_cpu_seconds(pid), host_busy_seconds()
         reaped_start = resource.getrusage(resource.RUSAGE_CHILDREN)
+        phase_start = time.monotonic()
         until = time.monotonic() + seconds
         spawn = multiprocessing.get_context("spawn")
         results = spawn.Queue()
@@ -646,6 +650,7 @@ async def scenario(url: str, pid: int, seconds: float) -> list[Row]:
         own_loaded = time.process_time() - own_start
         jails_loaded = children_cpu_seconds(pid) - jails_start
         host_loaded = host_busy_seconds() - host_start
+        wall_loaded = time.monotonic() - phase_start
         answers: list[Answers] = await asyncio.to_thread(results.get, True, 120)
         await asyncio.to_thread(attackers.join, 30)
         # The attackers' process, now reaped (the server, this process's other child, is not).
@@ -731,13 +736,16 @@ async def scenario(url: str, pid: int, seconds: float) -> list[Row]:
         Row("hostile: users' process CPU, unloaded phase", own_unloaded, "s"),
         Row("hostile: users' process CPU, loaded phase", own_loaded, "s"),
         Row("hostile: attackers' process CPU, loaded phase", attackers_loaded, "s"),
-        # Where the host's CPU went: the jobs (every jail the server reaped in the phase, the
-        # hostile ones included) and the whole host, against what its CPUs had in the phase.
-        Row("hostile: jobs' CPU, unloaded phase", jails_unloaded, "s"),
-        Row("hostile: jobs' CPU, loaded phase", jails_loaded, "s"),
+        # Where the host's CPU went: the jobs (the jails the server reaped in the phase: a job
+        # still running at its end, and a fork bomb's orphans, are not counted) and the whole
+        # host (other sessions' work included), against what its CPUs had in the phase (which
+        # lasts until its last normal job has finished).
+        Row("hostile: reaped jobs' CPU, unloaded phase", jails_unloaded, "s"),
+        Row("hostile: reaped jobs' CPU, loaded phase", jails_loaded, "s"),
         Row("hostile: host CPU busy, unloaded phase", host_unloaded, "s"),
+        Row("hostile: host CPU in the unloaded phase", wall_unloaded * (os.cpu_count() or 1), "s"),
         Row("hostile: host CPU busy, loaded phase", host_loaded, "s"),
-        Row("hostile: host CPU available in a phase", seconds * (os.cpu_count() or 1), "s"),
+        Row("hostile: host CPU in the loaded phase", wall_loaded * (os.cpu_count() or 1), "s"),
     ]
 
 
