@@ -6,6 +6,7 @@ import tempfile
 from pathlib import Path
 
 from bench_marks import MARKS, median_seconds
+from bytecode import compile_marks
 from run import Row
 
 BOOKMARKS = 100_000
@@ -34,6 +35,7 @@ def _library(db: Path) -> None:
 
 
 def run() -> list[Row]:
+    compile_marks()  # whole commands, timed as a user's install runs them
     with tempfile.TemporaryDirectory() as directory:
         db = Path(directory) / "queue.db"
         _library(db)

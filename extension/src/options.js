@@ -2,6 +2,7 @@
 // browser did not assign (reported here with a way to set them).
 
 import { Client } from "./lib/api.js";
+import { OTHER_SITES } from "./lib/crosssite.js";
 import { api, checkServer, load, originPattern, save } from "./lib/settings.js";
 
 const browser = api();
@@ -57,6 +58,40 @@ async function onTest() {
   }
 }
 
+// "Include images and styles from other sites": the optional host permissions, asked right in
+// the click (a user gesture, which the browser requires), and the setting that the capture uses
+// them. Off, only the setting goes: Chromium, asked to give "all sites" back, also drops the
+// extension's own hosts (marks serve on 127.0.0.1), so the browser keeps the access until the
+// user removes it in its extension settings.
+function sayOtherSites(message, ok) {
+  $("other-sites-result").textContent = message;
+  $("other-sites-result").className = ok ? "ok" : "bad";
+}
+
+function onOtherSites(event) {
+  if (!event.target.checked) {
+    save({ otherSites: false }).then(() => sayOtherSites("Other sites' files are left out of snapshots", true));
+    return;
+  }
+  browser.permissions.request(OTHER_SITES).then(
+    async (allowed) => {
+      await save({ otherSites: allowed });
+      $("other-sites").checked = allowed;
+      if (allowed) sayOtherSites("Snapshots include images and styles from other sites", true);
+      else sayOtherSites("The browser did not allow access to other sites", false);
+    },
+    (error) => {
+      $("other-sites").checked = false;
+      sayOtherSites(error.message, false);
+    },
+  );
+}
+
+async function showOtherSites() {
+  const { otherSites } = await load();
+  $("other-sites").checked = otherSites && (await browser.permissions.contains(OTHER_SITES));
+}
+
 async function shortcuts() {
   const commands = await browser.commands.getAll();
   $("shortcut-list").replaceChildren(
@@ -85,6 +120,10 @@ async function start() {
   $("options").addEventListener("submit", onSave);
   $("test").addEventListener("click", onTest);
   $("open-shortcuts").addEventListener("click", () => browser.tabs.create({ url: SHORTCUTS_PAGE }));
+  $("other-sites").addEventListener("click", onOtherSites);
+  browser.permissions.onAdded?.addListener(showOtherSites);
+  browser.permissions.onRemoved?.addListener(showOtherSites);
+  await showOtherSites();
   await shortcuts();
 }
 

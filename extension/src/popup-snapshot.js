@@ -2,7 +2,8 @@
 // (Its own file, beside popup.js, so the popup's other features change apart from it.)
 
 import { Client } from "./lib/api.js";
-import { api, load } from "./lib/settings.js";
+import { NEEDS_PERMISSION, OTHER_SITES } from "./lib/crosssite.js";
+import { api, load, save } from "./lib/settings.js";
 import { latestSnapshot, saveSnapshot, snapshotUrl } from "./lib/snapshot.js";
 import { bookmarkable } from "./lib/urlkey.js";
 
@@ -30,6 +31,24 @@ function showLatest(settings, snapshot) {
   link.textContent = `Latest snapshot (${snapshot.taken_at.slice(0, 10)})`;
 }
 
+// A capture that left out other sites' files for want of the permission offers to ask for it
+// (the click is the user gesture the browser requires).
+function offerOtherSites(omitted) {
+  const button = $("snapshot-other-sites");
+  button.hidden = !omitted.some((item) => item.reason === NEEDS_PERMISSION);
+}
+
+// The setting is saved as the browser is asked, not after: its prompt may close the popup, and
+// the setting alone allows nothing (the capture also needs the permission).
+async function askOtherSites() {
+  const asked = browser.permissions.request(OTHER_SITES);
+  await save({ otherSites: true });
+  const allowed = await asked.catch(() => false);
+  if (!allowed) await save({ otherSites: false });
+  $("snapshot-other-sites").hidden = allowed;
+  say(allowed ? "Allowed: save the snapshot again to include them" : "The browser did not allow it", allowed);
+}
+
 async function start() {
   const settings = await load();
   const client = new Client(settings);
@@ -44,6 +63,7 @@ async function start() {
     event.preventDefault();
     browser.tabs.create({ url: $("snapshot-latest").href });
   });
+  $("snapshot-other-sites").addEventListener("click", askOtherSites);
   $("snapshot").addEventListener("click", async () => {
     $("snapshot").disabled = true;
     say("Saving a snapshot…", true);
@@ -55,6 +75,7 @@ async function start() {
     }
     const left = result.omitted.length ? `; ${result.omitted.length} resource(s) left out` : "";
     say(`Snapshot saved (${Math.ceil(result.snapshot.size / 1024)} KB${left})`, true);
+    offerOtherSites(result.omitted);
     showLatest(settings, result.snapshot);
     // The page may have just become a bookmark: the page form shows it (popup.js listens).
     document.dispatchEvent(new CustomEvent("marks:bookmark", { detail: result.bookmark }));

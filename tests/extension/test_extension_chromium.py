@@ -7,7 +7,9 @@ background page), the same functions the browser calls; the badge is read back w
 `chrome.action`. Screenshots land in the test's tmp dir.
 """
 
+import hashlib
 import http.server
+import json
 import re
 import socket
 import subprocess
@@ -166,8 +168,35 @@ def firefox(tmp_path_factory):
     started.close()
 
 
+def unpacked_id(folder: Path) -> str:
+    """The id Chromium gives an extension loaded unpacked from `folder`: its path's SHA-256, the
+    first 32 hex digits written with the letters a-p."""
+    digest = hashlib.sha256(str(folder.resolve()).encode()).hexdigest()[:32]
+    return "".join(chr(ord("a") + int(digit, 16)) for digit in digest)
+
+
+def allow_hosts(profile: Path, extension: Path, hosts: list[str]) -> None:
+    """A profile in which the user allowed `hosts` (optional host permissions) to the extension
+    earlier. Headless Chromium's permission prompt is a native dialog that no driver can answer,
+    so a test cannot grant them with a click; Chromium keeps granted permissions in the profile's
+    Preferences, where this puts them."""
+    settings = {
+        "granted_permissions": {"explicit_host": hosts},
+        "active_permissions": {"explicit_host": hosts},
+    }
+    prefs = {"extensions": {"settings": {unpacked_id(extension): settings}}}
+    (profile / "Default").mkdir(parents=True)
+    (profile / "Default" / "Preferences").write_text(json.dumps(prefs))
+
+
+@pytest.fixture
+def chromium_granted_hosts() -> list[str]:
+    """Optional host permissions the Chromium profile starts with (a test parametrizes this)."""
+    return []
+
+
 @pytest.fixture(params=BROWSERS)
-def browser(request, built, tmp_path):
+def browser(request, built, tmp_path, chromium_granted_hosts):
     shots = tmp_path / "screenshots"
     shots.mkdir()
     if request.param == "firefox":
@@ -178,6 +207,8 @@ def browser(request, built, tmp_path):
     from playwright.sync_api import sync_playwright
 
     built = built / "extension-chromium"
+    if chromium_granted_hosts:
+        allow_hosts(tmp_path / "profile", built, chromium_granted_hosts)
     with sync_playwright() as pw:
         context = pw.chromium.launch_persistent_context(
             str(tmp_path / "profile"),
@@ -188,6 +219,8 @@ def browser(request, built, tmp_path):
             worker = context.service_workers[0] if context.service_workers else None
             if worker is None:
                 worker = context.wait_for_event("serviceworker", timeout=30_000)
+            if chromium_granted_hosts:
+                assert worker.url.split("/")[2] == unpacked_id(built), worker.url
             yield Browser(context, worker, shots)
         finally:
             context.close()

@@ -18,7 +18,7 @@ from hypothesis.stateful import (
 )
 
 from jobrunner import errors
-from jobrunner.cluster.queue import ClusterQueue, QueueFull
+from jobrunner.cluster.queue import ClusterQueue, NotAllowed, QueueFull
 from jobrunner.cluster.store import Store, connect
 
 CLIENTS = ("a", "b", "c")
@@ -64,7 +64,7 @@ class QueueMachine(RuleBasedStateMachine):
                 self.queue.enqueue(job, client, b"{}", "h", upload, "ip", MAX_QUEUE, 10**6)
             )
         except QueueFull:
-            assert self.total_queued() == MAX_QUEUE
+            assert self.total_queued() >= MAX_QUEUE  # requeued jobs may go beyond it
             return
         assert self.total_queued() < MAX_QUEUE
         self.queued[client].append(job)
@@ -73,8 +73,12 @@ class QueueMachine(RuleBasedStateMachine):
 
     @rule(node=st.sampled_from(NODES))
     def claim(self, node: str) -> None:
+        if node == "stranger":
+            with pytest.raises(NotAllowed):
+                self.run(self.queue.claim(node, f"http://{node}"))
+            return
         claimed = self.run(self.queue.claim(node, f"http://{node}"))
-        if node == "stranger" or not self.total_queued():
+        if not self.total_queued():
             assert claimed is None
             return
         assert claimed is not None
@@ -83,6 +87,13 @@ class QueueMachine(RuleBasedStateMachine):
         self.queued[claimed.client].popleft()
         assert claimed.upload == self.uploads[claimed.job_id]
         self.claimed[claimed.job_id] = node
+
+    @rule()
+    def woken_claim(self) -> None:
+        """What an idle node does: take the wake-up (if there is one), then claim."""
+        woken = self.run(self.queue.wait_for_work(0.01))
+        assert woken or not self.total_queued()  # a token for each waiting job
+        self.claim("n1")
 
     @precondition(lambda self: self.claimed)
     @rule(data=st.data())
@@ -99,7 +110,10 @@ class QueueMachine(RuleBasedStateMachine):
     def finish(self, data) -> None:
         held = {**self.claimed, **self.running}
         job = data.draw(st.sampled_from(sorted(held)))
-        assert self.run(self.queue.finish(job, held[job], b'{"done": 1}'))
+        cpu = f"jr:rlcpu:{self.run(self.queue.job(job))['client'].decode()}"
+        charged = int(self.server.cli("ZCARD", cpu))
+        assert self.run(self.queue.finish(job, held[job], b'{"done": 1}', cpu=0.25))
+        assert int(self.server.cli("ZCARD", cpu)) == charged + 1  # its CPU, for the limit
         self.claimed.pop(job, None)
         self.running.pop(job, None)
         self.finished.add(job)
@@ -121,7 +135,8 @@ class QueueMachine(RuleBasedStateMachine):
         for job in [j for j, n in self.claimed.items() if n == node]:
             assert self.run(self.queue.requeue(job, node))
             client = self.run(self.queue.job(job))["client"].decode()
-            self.queued[client].appendleft(job)
+            # back in arrival order: ahead of every queued job of its client (claimed later)
+            self.queued[client] = deque(sorted([job, *self.queued[client]]))
             del self.claimed[job]
         for job in [j for j, n in self.running.items() if n == node]:
             assert not self.run(self.queue.requeue(job, node))  # it started: never again
@@ -147,9 +162,20 @@ class QueueMachine(RuleBasedStateMachine):
         assert int(self.server.cli("GET", "jr:queued_bytes") or 0) == expected_bytes
         for job in self.finished:
             assert self.run(self.queue.job(job))["state"] == b"finished"
+        # One wake-up token per queued job: as many idle nodes wake as there are jobs.
+        assert int(self.server.cli("LLEN", "jr:wake")) == self.total_queued()
         for client, jobs in self.queued.items():
-            listed = self.server.cli("LRANGE", f"jr:cq:{client}", "0", "-1").split()
+            listed = self.server.cli("ZRANGE", f"jr:cq:{client}", "0", "-1").split()
             assert listed == list(jobs)
+            # The running sum the fair share reads: the client's claimed and running jobs'
+            # count and the sum of their starts, as listed one by one in run:{client}.
+            starts = [float(t) for t in self.server.cli("HVALS", f"jr:run:{client}").split()]
+            runs = self.server.cli("HMGET", f"jr:runs:{client}", "n", "sum").split()
+            if not starts:
+                assert runs == [], runs
+            else:
+                assert int(runs[0]) == len(starts)
+                assert float(runs[1]) == pytest.approx(sum(starts), abs=1e-3)
 
 
 def test_the_cluster_queue_matches_its_model(redis_server):
@@ -158,3 +184,29 @@ def test_the_cluster_queue_matches_its_model(redis_server):
         QueueMachine,
         settings=settings(max_examples=20, stateful_step_count=25, deadline=None),
     )
+
+
+def test_a_wake_up_taken_is_not_handed_out_again(redis_server):
+    """A node that took a token is on its way to claim: a job queued meanwhile adds one token,
+    not one for every queued job (which woke a herd of idle nodes for each job)."""
+    redis_server.cli("FLUSHALL")
+    redis_server.cli("SADD", "jr:allowed", "n1", "n2")
+
+    async def scenario() -> None:
+        store = Store(connect(redis_server.url))
+        queue = ClusterQueue(store)
+        try:
+            await queue.enqueue("job1xxxxxxxxxxxxxxxx", "a", b"{}", "h", b"", "ip", 10, 10**6)
+            assert await queue.wait_for_work(1.0)  # n1 woke, and has not claimed yet
+            await queue.enqueue("job2xxxxxxxxxxxxxxxx", "a", b"{}", "h", b"", "ip", 10, 10**6)
+            assert int(redis_server.cli("LLEN", "jr:wake")) == 1  # for job2 alone
+            first = await queue.claim("n1", "http://n1")
+            assert first is not None and first.job_id == "job1xxxxxxxxxxxxxxxx"
+            assert int(redis_server.cli("LLEN", "jr:wake")) == 1
+            second = await queue.claim("n2", "http://n2")  # a busy node's next claim
+            assert second is not None and second.job_id == "job2xxxxxxxxxxxxxxxx"
+            assert int(redis_server.cli("LLEN", "jr:wake")) == 0  # nobody woken for nothing
+        finally:
+            await store.close()
+
+    asyncio.run(scenario())

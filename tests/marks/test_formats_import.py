@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from marks import importing, schema, transfer, urls
+from marks import importing, maintenance, schema, transfer, urls
 from marks.library import Library
 from marks.store import Store
 
@@ -82,6 +82,43 @@ def test_url_key_fast_path_agrees_with_the_full_normalisation(url):
     if fast is not None:
         assert fast[1] == urls.key(url)
     assert urls.key(urls.key(url)) == urls.key(url)  # a normal form is its own normal form
+
+
+# The fast path takes non-ASCII paths, queries and fragments too (a tenth of a lifetime's URLs):
+# whatever it accepts, it must key and group exactly as urlsplit and the full normalisation do,
+# Unicode spaces and separators, `#` inside a fragment and empty parts included.
+non_ascii_url = st.tuples(
+    st.from_regex(r"(?i)https?://(www\.)?[a-z0-9.-]{1,8}(:\d{1,5})?", fullmatch=True),
+    st.text(
+        alphabet=st.sampled_from(list("/?#=&a%~ é東京Zü\u00a0\u3000\u2028\u0085\ufeff😀")),
+        max_size=16,
+    ),
+).map("".join)
+
+
+@settings(max_examples=500, deadline=None)
+@given(non_ascii_url)
+def test_url_key_fast_path_agrees_for_non_ascii_urls(url):
+    fast = urls.plain(url)
+    if fast is not None:
+        assert fast == (url, urls.key(url), urls.domain(url.strip()))
+        assert urls.analyse(url) == fast
+
+
+# `db dedupe` keys every bookmark with loose_key; its fast path (no urlsplit for a URL without a
+# query) must group exactly as the general rules: `www.`, ports, trailing slashes, fragments.
+loose_url = st.tuples(
+    st.sampled_from(["http", "HTTPS", "https", "ftp"]),
+    st.sampled_from(["a.example", "WWW.a.example", "www.", "www", "..a", "x-y.example"]),
+    st.sampled_from(["", ":80", ":443", ":8080", ":0"]),
+    st.text(alphabet=st.sampled_from(list("/?#=&a~%éZ")), max_size=12),
+).map(lambda parts: f"{parts[0]}://{parts[1]}{parts[2]}{parts[3]}")
+
+
+@settings(max_examples=400, deadline=None)
+@given(loose_url | url_text | non_ascii_url)
+def test_loose_key_fast_path_groups_as_the_general_rules(url):
+    assert maintenance.loose_key(url) == maintenance._general_loose_key(url)
 
 
 def _old_database(path, rows):

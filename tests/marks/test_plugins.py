@@ -6,6 +6,7 @@ processes get on PYTHONPATH, so the test venv itself is never changed.
 
 import json
 import os
+import shutil
 import subprocess
 
 import pytest
@@ -28,6 +29,7 @@ def run(plugin_site, tmp_path):
         "XDG_CONFIG_HOME": str(tmp_path / "config"),
         "XDG_DATA_HOME": str(tmp_path / "data"),
         "XDG_STATE_HOME": str(tmp_path / "state"),
+        "XDG_CACHE_HOME": str(tmp_path / "cache"),
     }
     env.pop("MARKS_DB", None)
 
@@ -293,3 +295,35 @@ def test_content_extractor_plugins_take_part_in_refresh(db_path):
     assert "Body of plain" in pages.text(plain.id)  # the built-in extractor for the rest
     assert len(reported) == 1 and "plugin broken failed in extract" in reported[0]
     store.close()
+
+
+def test_what_discovery_found_is_kept_and_follows_installs_and_removals(plugin_site, tmp_path):
+    """Discovery reads every installed distribution's metadata; a command keeps what it found
+    (an index in the cache directory) for the next, which reads it only while the import path
+    is unchanged: a distribution removed (or added) is seen by the next command."""
+    site = tmp_path / "site"
+    shutil.copytree(plugin_site, site)
+    env = {**os.environ, "PYTHONPATH": str(site), "XDG_CACHE_HOME": str(tmp_path / "cache")}
+    env.update(XDG_CONFIG_HOME=str(tmp_path / "config"), XDG_DATA_HOME=str(tmp_path / "data"))
+
+    def names() -> set[str]:
+        listed = subprocess.run(
+            [MARKS, "--db", str(tmp_path / "lib.db"), "plugin", "list", "--output", "json"],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert listed.returncode == 0, listed.stderr
+        return {plugin["name"] for plugin in json.loads(listed.stdout)}
+
+    first = names()
+    assert {"keywords", "stamp", "needy"} <= first
+    index = tmp_path / "cache" / "marks" / "plugins.json"
+    assert "stamp" in index.read_text()
+    assert names() == first  # from the index
+    for installed in site.glob("*.dist-info"):  # as `pip uninstall` does
+        shutil.rmtree(installed)
+    assert names() == {"keywords"}
+    index.write_text("{not json")  # a damaged index is read again from what is installed
+    assert names() == {"keywords"}

@@ -208,3 +208,65 @@ def test_shell_words_parse_or_fail_cleanly_and_spaces_make_phrases(words):
         MEMORY.search(text, fts=True)
     except Invalid as error:
         assert "\n" not in str(error) and "not valid Unicode" in str(error)
+
+
+def test_a_common_word_ranks_its_newest_hits_and_lists_every_older_one(library):
+    # The pool of ranked hits is RANKED_HITS (10,000) in use; 3 here stands for it, so six
+    # bookmarks show what a word in a fifth of a million does.
+    from marks.search import full_text
+
+    library.add("https://old.example/kernel", title="Kernel")  # the best match, and the oldest
+    for n in range(2, 7):
+        library.add(f"https://example.com/{n}", title=f"notes {n}", description="kernel")
+    library.add("https://new.example", title="Kernel tuning for servers")  # id 7: newest
+
+    pooled = full_text(library.store, "kernel", None, ranked=3)
+    assert [hit.bookmark.id for hit in pooled] == [7, 6, 5, 4, 3, 2, 1]  # nothing left out
+    assert [hit.score is None for hit in pooled] == [False] * 3 + [True] * 4
+    assert pooled[0].score > pooled[1].score  # the title match leads the ranked ones
+    assert all(hit.snippet and "[kernel]" in hit.snippet.lower() for hit in pooled)
+    assert [hit.bookmark.id for hit in full_text(library.store, "kernel", 2, ranked=3)] == [7, 6]
+
+    # A word with fewer hits than the pool ranks all of them, as before.
+    everything = full_text(library.store, "kernel", None, ranked=7)
+    assert [hit.bookmark.id for hit in everything][:2] == [1, 7]
+    assert all(hit.score is not None for hit in everything)
+    assert [hit.bookmark.id for hit in library.search("kernel", fts=True)] == [
+        hit.bookmark.id for hit in everything
+    ]
+
+
+def test_every_hit_has_its_snippet_past_sqlites_limit_of_variables(library):
+    # `find` in the shell asks for every hit: at a million bookmarks, `kernel` has 187,106 and
+    # the snippets took one SQL variable per hit, past SQLite's 32,766 ("too many SQL
+    # variables"). The limit is lowered here so that 40 hits pass it.
+    import apsw
+
+    for n in range(40):
+        library.add(f"https://example.com/{n}", title=f"kernel notes {n}")
+    library.store.db.limit(apsw.SQLITE_LIMIT_VARIABLE_NUMBER, 20)
+    hits = library.search("kernel", fts=True, limit=None)
+    assert len(hits) == 40
+    assert all(hit.snippet and "[kernel]" in hit.snippet for hit in hits)
+
+
+def test_a_tag_takes_its_subtags_and_none_of_its_neighbours(library):
+    # `#dev` is read as a range of tag keys (`dev` up to `dev0`): what lies in the range but is
+    # neither `dev` nor under `dev/` stays out, and LIKE's wildcards never were a tag's.
+    names = ["dev", "Dev/Rust", "dev/py/3", "dev-tools", "dev.x", "dev0", "devx/y", "de", "d_v/a"]
+    ids = {
+        name: library.add(f"https://example.com/{n}", tags=[name]).id
+        for n, name in enumerate(names)
+    }
+
+    def tagged(query: str) -> set[str]:
+        found = {hit.bookmark.id for hit in library.search(query, fts=True)}
+        return {name for name, bookmark_id in ids.items() if bookmark_id in found}
+
+    assert tagged("#dev") == {"dev", "Dev/Rust", "dev/py/3"}
+    assert tagged("#DEV/rust") == {"Dev/Rust"}
+    assert tagged("#dev/py") == {"dev/py/3"}
+    assert tagged("#d_v") == {"d_v/a"}
+    assert tagged("#d%v") == set()
+    listed = library.list_bookmarks(tag="dev")
+    assert {bookmark.id for bookmark in listed} == {ids["dev"], ids["Dev/Rust"], ids["dev/py/3"]}

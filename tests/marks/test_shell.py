@@ -124,6 +124,17 @@ def test_root_lists_every_directory_with_a_count(sample):
     ]
 
 
+def test_the_unread_count_is_every_bookmark_less_the_visited_and_follows_visits(sample):
+    # /unread is counted as all bookmarks less the visited (the fewer at a million): the number
+    # must stay the one its listing shows, before and after a visit.
+    shell = Shell(sample)
+    unread = shell.ids("ls /unread")
+    assert len(unread) == 2 and "unread/ (2)" in shell("ls /")
+    shell(f"visit {unread[0]}")
+    assert shell.ids("ls /unread") == unread[1:] and "unread/ (1)" in shell("ls /")
+    assert "recent/ (4)" in shell("ls /")
+
+
 def test_tags_nest_with_subtags_and_bookmarks_together(sample):
     shell = Shell(sample)
     assert shell("ls /tags").splitlines() == ["dev/", "reading/"]
@@ -149,7 +160,11 @@ def test_collections_and_their_filters(sample):
     assert shell.ids("ls /pdfs") == [3]
     assert shell.ids("ls /domains/github.com") == [5]
     assert shell.ids("ls /domains/www.github.com") == [5]
-    assert shell("ls /domains").splitlines()[0] == "docs.rust-lang.org/ (1)"
+    # Names alone, as in /tags; `ls -l` counts each domain's bookmarks.
+    assert shell("ls /domains").splitlines()[0] == "docs.rust-lang.org/"
+    long = shell("ls -l /domains").splitlines()
+    hosts = ["docs.rust-lang.org", "example.org", "github.com", "news.example", "python.org"]
+    assert [line.split() for line in long] == [["d", "1", f"{host}/"] for host in hosts]
 
 
 def test_recent_periods_with_monday_weeks_and_month_turns(sample):

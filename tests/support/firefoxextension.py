@@ -36,14 +36,15 @@ class _Tabs:
         ]
 
 
-def extension_firefox(home: Path) -> Firefox:
+def extension_firefox(home: Path, prefs: dict[str, Any] | None = None) -> Firefox:
     """A firefox-esr for extension tests: the add-on's UUID fixed (and kept across reinstalls),
-    moz-extension:// pages allowed to BiDi, prompt and log events subscribed."""
+    moz-extension:// pages allowed to BiDi, prompt and log events subscribed; `prefs` added."""
     firefox = Firefox(
         home / "firefox-profile",
         {
             "extensions.webextensions.uuids": json.dumps({ADDON_ID: UUID}),
             "extensions.webextensions.keepUuidOnUninstall": True,
+            **(prefs or {}),
         },
         system_access=True,
     )

@@ -1,7 +1,8 @@
 """A local multi-host site for snapshot tests: a page on 127.0.0.1 whose stylesheets (with
 `@import` and `url()`), fonts, images and frame live on 127.0.0.2 (another host to marks), with
 scripts, `on*` handlers, `javascript:` links, `<base>` and a refresh to remove, and a page behind
-a cookie login for the extension's capture. Nothing here touches the internet."""
+a cookie login for the extension's capture, whose stylesheet, font and picture on 127.0.0.2 (a
+CDN with its own login) send no CORS headers. Nothing here touches the internet."""
 
 import asyncio
 import base64
@@ -20,6 +21,12 @@ PNG = base64.b64decode(
 GIF = base64.b64decode("R0lGODlhAQABAIAAAAAAAP///yH5BAEAAAAALAAAAAABAAEAAAIBRAA7")
 FONT = b"wOF2" + bytes(range(200))
 SESSION = "s3cret-session"
+CDN_SESSION = "cdn-session"
+# The private page's files on 127.0.0.2 (a CDN that sends no CORS headers): a stylesheet with a
+# font, and a picture that needs the user's login on the CDN.
+CDN_CSS = b'@font-face { font-family: Tide; src: url("tide.woff2") } #secret { font-family: Tide }'
+CDN_FONT = b"wOF2" + bytes(range(255, 0, -1))
+CDN_PNG = PNG + b"cdn wave"
 
 ARTICLE = """<!doctype html><html><head><meta charset="utf-8"><title>Lighthouse keepers</title>
 <base href="{other}/assets/">
@@ -105,6 +112,8 @@ class SnapshotSite:
         add("/login", self._login)
         add("/private", self._private)
         add("/members/{name}", self._members)
+        add("/cdn/login", self._cdn_login)
+        add("/cdn/{name}", self._cdn)
         add("/page/{name}", self._page)
         add("/gallery", self._gallery)
         return app
@@ -168,9 +177,11 @@ class SnapshotSite:
             return web.Response(status=403, text="<p>log in first</p>", content_type="text/html")
         html = (
             "<!doctype html><html><head><title>Members only</title>"
-            '<link rel="stylesheet" href="/members/style.css"></head><body>'
+            '<link rel="stylesheet" href="/members/style.css">'
+            f'<link rel="stylesheet" href="{self.other("/cdn/tide.css")}"></head><body>'
             '<p id="secret">The members-only tide table</p>'
             '<img id="pic" src="/members/picture.png" onerror="alert(1)">'
+            f'<img id="wave" src="{self.other("/cdn/wave.png")}">'
             "<script>window.ran = true</script></body></html>"
         )
         return web.Response(text=html, content_type="text/html")
@@ -183,6 +194,23 @@ class SnapshotSite:
         if request.match_info["name"] == "style.css":
             return web.Response(body=b"#secret { letter-spacing: 2px }", content_type="text/css")
         return web.Response(body=PNG + b"members", content_type="image/png")
+
+    async def _cdn_login(self, request):
+        response = web.Response(text="<p>logged in to the CDN</p>", content_type="text/html")
+        response.set_cookie("cdn", CDN_SESSION, httponly=True)
+        return response
+
+    async def _cdn(self, request):
+        """The CDN's files, with no CORS headers (the page may show them, not read them); the
+        picture is for a user logged in to the CDN only."""
+        name = request.match_info["name"]
+        if name == "tide.css":
+            return web.Response(body=CDN_CSS, content_type="text/css")
+        if name == "tide.woff2":
+            return web.Response(body=CDN_FONT, content_type="font/woff2")
+        if name == "wave.png" and request.cookies.get("cdn") == CDN_SESSION:
+            return web.Response(body=CDN_PNG, content_type="image/png")
+        return web.Response(status=403, text="log in to the CDN first")
 
     async def _page(self, request):
         found = self.pages.get(request.path)

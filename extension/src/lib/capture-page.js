@@ -2,7 +2,9 @@
 // scripts ran), made self-contained and inert. Injected into the page's tab as a classic script
 // (so no import or export here), it defines `globalThis.marksCapture`; the Node tests import it
 // for the same side effect. Resources are fetched from the page's own context, so its cookies
-// apply and pages behind a login keep their pictures. marks' server sanitises the result again.
+// apply and pages behind a login keep their pictures; another site's file the page may not read
+// (no CORS) is asked of the extension instead (lib/crosssite.js), which may fetch it if the user
+// allowed other sites. marks' server sanitises the result again.
 (() => {
   const REMOVED = [
     "script", "noscript", "base", "object", "embed", "applet", "frame", "frameset", "portal",
@@ -55,7 +57,7 @@
     const get = (url, kind) => {
       const key = `${kind} ${url}`;
       if (!seen.has(key)) {
-        seen.set(key, fetcher(url, kind).then(
+        seen.set(key, fetcher(url, kind, budget.left).then(
           (found) => (budget.take(url, (found.dataUri ?? found.text).length) ? found : null),
           (error) => {
             budget.miss(url, error.message || String(error));
@@ -103,8 +105,17 @@
     return String(value).split(",").map((part) => part.trim().split(/\s+/)[0]).find(Boolean) ?? null;
   }
 
+  // The page's fetch failed without an answer: CORS (another site that does not share the file),
+  // or the network. Distinct from an answer such as HTTP 404, which another fetcher would get too.
+  class Unreadable extends Error {}
+
   async function pageFetch(url, kind) {
-    const response = await fetch(url, { credentials: "include" });
+    let response;
+    try {
+      response = await fetch(url, { credentials: "include" });
+    } catch (error) {
+      throw new Unreadable(`the page could not read it (${error.message})`);
+    }
     if (!response.ok) throw new Error(`HTTP ${response.status}`);
     if (kind === "text") return { text: await response.text() };
     const blob = await response.blob();
@@ -117,8 +128,35 @@
     return { dataUri };
   }
 
+  // The extension's fetcher (lib/crosssite.js), over the runtime's messages; `left` is the budget.
+  async function extensionFetch(url, kind, left) {
+    const runtime = (globalThis.browser ?? globalThis.chrome)?.runtime;
+    const answer = await runtime.sendMessage({ type: "capture-fetch", url, kind, maxBytes: left });
+    if (!answer) throw new Error("the extension did not answer");
+    if (answer.error) throw new Error(answer.error);
+    return answer;
+  }
+
+  // `first`, then for another site's http(s) file that it could not read, `second`: only there
+  // can the extension's fetch (not bound by CORS) succeed where the page's failed.
+  function withFallback(first, second, pageOrigin) {
+    return async (url, kind, left) => {
+      try {
+        return await first(url, kind, left);
+      } catch (error) {
+        const target = new URL(url);
+        const http = target.protocol === "http:" || target.protocol === "https:";
+        if (!(error instanceof Unreadable) || !http || target.origin === pageOrigin) throw error;
+        return second(url, kind, left);
+      }
+    };
+  }
+
   // The page now, as one inert, self-contained HTML string, with what was left out and why.
-  async function capture({ maxBytes = 20 * 1024 * 1024, fetcher = pageFetch } = {}) {
+  async function capture({
+    maxBytes = 20 * 1024 * 1024,
+    fetcher = withFallback(pageFetch, extensionFetch, location.origin),
+  } = {}) {
     const budget = new Budget(maxBytes);
     const fetch = resources(fetcher, budget);
     const base = document.baseURI;
@@ -193,5 +231,7 @@
     return { html, url: location.href, title: document.title, omitted: budget.omitted };
   }
 
-  globalThis.marksCapture = { capture, cleanElement, inlineCss, isScriptUrl, resources, safeCss, srcsetFirst, Budget };
+  globalThis.marksCapture = {
+    capture, cleanElement, inlineCss, isScriptUrl, resources, safeCss, srcsetFirst, withFallback, Budget, Unreadable,
+  };
 })();

@@ -4,6 +4,7 @@ export const DEFAULTS = {
   server: "http://127.0.0.1:8000",
   token: "",
   countVisits: false,
+  otherSites: false, // "Include images and styles from other sites" (also needs the permission)
 };
 
 export function api() {

@@ -3,9 +3,29 @@
 // to `POST /bookmarks/{id}/snapshots`, where marks caps it and sanitises it again.
 
 import { ServerError } from "./api.js";
+import { CaptureFetcher } from "./crosssite.js";
+import { load } from "./settings.js";
 import { bookmarkable } from "./urlkey.js";
 
 export const MAX_BYTES = 20 * 1024 * 1024; // the server's default snapshot_max_mb; it has the last word
+
+// The fetcher for other sites' files of the captures this context (background or popup) starts;
+// made, and its listener added, at the first capture.
+let crossSite = null;
+
+function crossSiteFetcher(browser) {
+  if (!crossSite) {
+    crossSite = new CaptureFetcher({
+      fetch: globalThis.fetch.bind(globalThis),
+      permissions: browser.permissions,
+      enabled: async () => (await load()).otherSites,
+      extensionId: browser.runtime.id,
+      maxBytes: MAX_BYTES,
+    });
+    browser.runtime.onMessage.addListener(crossSite.listener());
+  }
+  return crossSite;
+}
 
 async function bookmarkOf(client, tab) {
   const known = await client.lookup(tab.url);
@@ -21,14 +41,20 @@ async function bookmarkOf(client, tab) {
 }
 
 async function serialise(browser, tabId) {
-  await browser.scripting.executeScript({ target: { tabId }, files: ["lib/capture-page.js"] });
-  const [answer] = await browser.scripting.executeScript({
-    target: { tabId },
-    func: (maxBytes) => globalThis.marksCapture.capture({ maxBytes }),
-    args: [MAX_BYTES],
-  });
-  if (!answer?.result?.html) throw new Error("the page could not be read (is it a browser page?)");
-  return answer.result;
+  const fetcher = crossSiteFetcher(browser);
+  fetcher.open(tabId);
+  try {
+    await browser.scripting.executeScript({ target: { tabId }, files: ["lib/capture-page.js"] });
+    const [answer] = await browser.scripting.executeScript({
+      target: { tabId },
+      func: (maxBytes) => globalThis.marksCapture.capture({ maxBytes }),
+      args: [MAX_BYTES],
+    });
+    if (!answer?.result?.html) throw new Error("the page could not be read (is it a browser page?)");
+    return answer.result;
+  } finally {
+    fetcher.close(tabId);
+  }
 }
 
 // { status: "saved", bookmark, snapshot, omitted, added } or { status: "failed", message }.

@@ -138,6 +138,10 @@ class Log:
         self._changed.set()
         self._changed = asyncio.Event()
 
+    async def wait_closed(self) -> None:
+        while not self.closed:
+            await self._changed.wait()
+
     async def wait_beyond(self, offset: int) -> None:
         """Return once the log is longer than `offset` or closed."""
         while len(self.data) <= offset and not self.closed:

@@ -7,7 +7,7 @@ health) are read when scraped (`set_function`) instead of being kept in step at 
 The names, types and labels are an interface: the README lists each one.
 """
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
@@ -28,6 +28,8 @@ class Metrics:
 
     def __init__(self) -> None:
         self.registry = CollectorRegistry()
+        # Read before each scrape: gauges of state held elsewhere (a cluster's store).
+        self.before_scrape: Callable[[], Awaitable[None]] | None = None
         r = self.registry
         self.refusals = Counter(
             "jobrunner_refusals", "Requests refused, by reason.", ["reason"], registry=r
@@ -134,6 +136,16 @@ class WorkerMetrics(Metrics):
         self.running.set_function(running)
         self.slots.set_function(slots)
         self.accepting.set_function(accepting)
+
+    def watch_cluster(self, running: Callable[[], float]) -> None:
+        """A cluster node's: the jobs claimed or running on any node (its `queue_length` is the
+        cluster's queue, its `running_jobs` its own)."""
+        gauge = Gauge(
+            "jobrunner_cluster_running_jobs",
+            "Jobs claimed or running on any node of the cluster.",
+            registry=self.registry,
+        )
+        gauge.set_function(running)
 
     def job_started(self, waited: float) -> None:
         self.queue_wait.observe(waited)

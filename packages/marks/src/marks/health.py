@@ -6,20 +6,27 @@ Every check is a row in `health_checks` and updates the bookmark's `reachable`, 
 of the current run). The run streams: the bookmarks to check are planned in a temporary table in
 host-interleaved order and read in pages, results are written in small transactions as they come,
 so 100,000 links hold neither 100,000 tasks nor 100,000 results, and Ctrl-C keeps what was stored.
+
+Reading the history (`last`, `unconfirmed_ids`: the shell's `ls /broken`, `stat`) needs none of
+the checker: the HTTP client (aiohttp, asyncio, ssl: 150 ms of imports) loads in `run` only.
 """
 
-import asyncio
+from __future__ import annotations
+
 import datetime as dt
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import apsw
-
-from marks import clock, linkcheck, webclient, worklist
+from marks import clock
 from marks.library import Library, NotFound
 from marks.wire import HealthCheck
+
+if TYPE_CHECKING:
+    import apsw
+
+    from marks import linkcheck
 
 FLUSH_EVERY = 200
 
@@ -157,13 +164,23 @@ class Health:
         return checked - since >= dt.timedelta(hours=self.options.confirm_hours)
 
     def unconfirmed_ids(self, ids: list[int]) -> set[int]:
-        """Of these bookmarks, those whose latest failure is not confirmed yet."""
-        found = set()
-        for bookmark_id in ids:
-            last = self.last(bookmark_id)
-            if last is not None and not last.reachable and not last.confirmed:
-                found.add(bookmark_id)
-        return found
+        """Of these bookmarks, those whose latest failure is not confirmed yet: one statement
+        for the page `ls /broken` shows (the ids as a JSON array: `ls -a` may pass more than
+        SQLite's limit of bound variables)."""
+        if not ids:
+            return set()
+        rows = self.store.execute(
+            "SELECT bookmark_id, reachable, checked_at, failing_since FROM health_checks "
+            "WHERE id IN (SELECT max(id) FROM health_checks WHERE bookmark_id IN "
+            "(SELECT value FROM json_each(?)) GROUP BY bookmark_id)",
+            (f"[{','.join(str(int(i)) for i in ids)}]",),
+        )
+        return {
+            row[0]
+            for row in rows
+            if not row[1]
+            and not self._confirmed(False, clock.from_text(row[2]), clock.from_text(row[3]))
+        }
 
     def confirmed_broken(self) -> int:
         """How many bookmarks unreachable now are confirmed broken (by their latest check)."""
@@ -242,6 +259,10 @@ class Health:
         summary: Summary | None = None,
     ) -> Summary:
         """Check the selected links; results are stored as they come (unless dry_run)."""
+        import asyncio
+
+        from marks import linkcheck
+
         summary = summary if summary is not None else Summary()
         if not summary.planned:
             self.plan(selection, summary)
@@ -275,6 +296,8 @@ class Health:
         gate: linkcheck.HostGate,
         finished: Callable[[tuple[int, str], linkcheck.Verdict], None],
     ) -> None:
+        from marks import linkcheck, webclient, worklist
+
         settings = webclient.ClientSettings(
             self.options.concurrency, self.options.per_host, self.options.timeout
         )

@@ -11,7 +11,6 @@ bookmark's tags) are kept beside them; tags are matched again by name when they 
 
 import contextlib
 import datetime as dt
-import json
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
@@ -499,6 +498,8 @@ def restore(store: Store, where: str, bindings: Sequence[Any] = ()) -> list[Rest
         "WHERE clash IS NOT NULL"
     )
     if "graph_edges" in kept_tables and "graph_edges" in tables:
+        import json  # here only: every command imports this module, few restore edges
+
         edges = [
             json.loads(text)
             for (text,) in store.execute(
@@ -590,6 +591,8 @@ def save(store: Store, step: int, ids: Iterable[int], fields: Sequence[str], tag
 def put_back(store: Store, step: int) -> int:
     """Apply a step's before-images (the earliest image of each bookmark wins); returns how
     many bookmarks changed back. A URL taken again meanwhile stops the undo (Conflict)."""
+    import json
+
     images: list[Any] = store.execute(
         "SELECT bookmark_id, fields, tag_ids FROM undo_bookmarks WHERE step = ? "
         "ORDER BY rowid DESC",

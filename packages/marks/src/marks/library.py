@@ -9,7 +9,7 @@ import datetime as dt
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
-from marks import clock, formats, journal, limits, search, tagnames, urls
+from marks import clock, formats, journal, limits, tagnames
 from marks.exceptions import Duplicate, Invalid, MarksError, NotFound
 from marks.rows import COLUMNS
 from marks.rows import to_bookmark as row_to_bookmark
@@ -19,7 +19,11 @@ from marks.wire import Bookmark, TagCount, TagStats, TagUse
 __all__ = ["Duplicate", "Invalid", "Library", "MarksError", "NotFound", "Record"]
 
 if TYPE_CHECKING:
+    from marks import search
     from marks.plugins import Plugins
+
+# `marks.search` (the query language with it) and `marks.urls` are imported by the methods that
+# use them: `bookmark list` and the shell's `ls` load neither (start-up is most of their time).
 
 
 SORTS = {  # name -> (order, reversed order); unvisited bookmarks come last by default
@@ -123,6 +127,8 @@ class Library:
         return [found[bookmark_id] for bookmark_id in ids]
 
     def find_by_url(self, url: str) -> Bookmark | None:
+        from marks import urls
+
         row = self.store.one(f"SELECT {COLUMNS} FROM bookmarks WHERE url_key = ?", (urls.key(url),))
         return None if row is None else row_to_bookmark(row)
 
@@ -147,9 +153,13 @@ class Library:
         if sort not in SORTS:
             raise Invalid(f"unknown sort {sort!r} (use {', '.join(SORTS)})")
         clauses, params = [where] if where else [], list(bindings)
-        for name in [*tags, *([tag] if tag is not None else [])]:
-            clauses.append(search.tag_clause())
-            params += search.tag_bindings(name)
+        names = [*tags, *([tag] if tag is not None else [])]
+        if names:
+            from marks import search
+
+            for name in names:
+                clauses.append(search.tag_clause())
+                params += search.tag_bindings(name)
         if starred is not None:
             clauses.append("starred = ?")
             params.append(int(starred))
@@ -163,6 +173,8 @@ class Library:
 
     def with_tags(self, names: Iterable[str], *, any_tag: bool = False) -> list[Bookmark]:
         """Bookmarks with all (or any) of the tags, descendants included."""
+        from marks import search
+
         names = list(names)
         joiner = " OR " if any_tag else " AND "
         where = joiner.join(f"({search.tag_clause()})" for _ in names)
@@ -171,6 +183,8 @@ class Library:
 
     def tag_names(self, prefix: str = "", limit: int = limits.COMPLETIONS) -> list[str]:
         """Tags starting with `prefix` (for completion)."""
+        from marks import search
+
         rows = self.store.execute(
             "SELECT name FROM tags WHERE key LIKE ? ESCAPE '\\' ORDER BY key LIMIT ?",
             (search.like_escape(prefix.casefold()) + "%", limit),
@@ -199,9 +213,11 @@ class Library:
 
     def search(
         self, text: str, *, fts: bool = True, limit: int | None = limits.SEARCH_RESULTS
-    ) -> search.SearchResults:
+    ) -> "search.SearchResults":
         """Hits, best first. Full text on a SQLite without FTS5 is the same query as substring
         matches, and the results say so once (`fallback`) for the front end to show."""
+        from marks import search
+
         if self.plugins is not None:
             text = self.plugins.chain("search_enhancer", text)
         try:
@@ -227,6 +243,8 @@ class Library:
         starred: bool = False,
         archived: bool = False,
     ) -> Bookmark:
+        from marks import urls
+
         try:
             url = urls.check(urls.clean(url)[0])  # spaces encoded, as browsers do
         except urls.InvalidURL as error:
@@ -316,6 +334,8 @@ class Library:
         )
 
     def update(self, bookmark_id: int, **changes: Any) -> Bookmark:
+        from marks import urls
+
         unknown = set(changes) - EDITABLE
         if unknown:
             raise Invalid(f"cannot change {', '.join(sorted(unknown))}")
@@ -450,6 +470,8 @@ class Library:
         filter_tags: Iterable[str] = (),
     ) -> list[int]:
         """The bookmarks a bulk tag operation acts on (the union of what is asked for)."""
+        from marks import search
+
         chosen: set[int] = set()
         for bookmark_id in ids:
             chosen.add(self.get(bookmark_id).id)
@@ -507,6 +529,8 @@ class Library:
 
     def rename_preview(self, old: str, new: str) -> tuple[str, str, int]:
         """What `tag_rename` would do: the clean names and how many bookmarks it touches."""
+        from marks import search
+
         (old_name,) = _clean_tags([old])
         (new_name,) = _clean_tags([new])
         affected = self.store.value(
@@ -521,6 +545,8 @@ class Library:
 
     def tag_rename(self, old: str, new: str) -> int:
         """Rename a tag and its descendants, merging into tags that already exist."""
+        from marks import search
+
         old_name, new_name, affected = self.rename_preview(old, new)
         with self.undoable("tag rename"):
             self.before(self._tagged(old_name))
@@ -531,7 +557,7 @@ class Library:
             verb = "merged tag {!r} into {!r}" if merged else "renamed tag {!r} to {!r}"
             self.said(verb.format(old_name, new_name) + f" on {affected} bookmark(s)")
             rows = self.store.execute(
-                "SELECT id, name FROM tags WHERE key = ? OR key LIKE ? ESCAPE '\\'",
+                f"SELECT id, name FROM tags WHERE {search.tag_keys()}",
                 search.tag_bindings(old_name),
             ).fetchall()
             depth = old_name.count("/") + 1
@@ -571,6 +597,8 @@ class Library:
     def tag_delete(self, tag: str) -> int:
         """Remove a tag and its descendants from every bookmark (the bookmarks stay);
         returns how many bookmarks lost a tag."""
+        from marks import search
+
         (name,) = _clean_tags([tag])
         with self.undoable("tag delete"):
             affected = self.store.value(
@@ -583,7 +611,7 @@ class Library:
             self.said(f"deleted tag {name!r} from {affected} bookmark(s)")
             self.store.execute(
                 "DELETE FROM bookmark_tags WHERE tag_id IN "
-                "(SELECT id FROM tags WHERE name = ? OR name LIKE ? ESCAPE '\\')",
+                f"(SELECT id FROM tags WHERE {search.tag_keys()})",
                 search.tag_bindings(name),
             )
             self._drop_orphan_tags()
@@ -591,6 +619,8 @@ class Library:
 
     def _tagged(self, name: str) -> list[int]:
         """Bookmarks with a tag or one of its descendants."""
+        from marks import search
+
         return [
             bookmark_id
             for (bookmark_id,) in self.store.execute(

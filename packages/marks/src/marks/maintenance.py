@@ -28,6 +28,16 @@ def loose_key(url: str) -> str:
     """What makes two different URLs the same page to a person: http/https, `www.`, a trailing
     slash, tracking parameters and the fragment (`#page44`, `#!topic/x`) do not matter; nor does
     what url_key normalises (case, default port, percent-encoding)."""
+    fast = urls.plain(url)  # most URLs: no urlsplit (dedupe keys every bookmark of the library)
+    if fast is not None:
+        _, key, host = fast
+        path = key[key.index("/", key.index("//") + 2) :].partition("#")[0]
+        if "?" not in path:  # a query is decoded and encoded again below: not here
+            return "http://" + host + path.rstrip("/")
+    return _general_loose_key(url)
+
+
+def _general_loose_key(url: str) -> str:
     url = urls.key(url)
     parts = urlsplit(url)
     host = (parts.hostname or "").lower().removeprefix("www.")

@@ -14,8 +14,14 @@ Which plugins are enabled lives in the config file (`plugins = { name = false }`
 plugins are enabled until the user disables one, as with pytest's or datasette's plugins.
 """
 
+import contextlib
+import importlib
+import os
 import re
+import sys
 from collections.abc import Callable, Iterable, Iterator
+from functools import partial
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import msgspec
@@ -83,17 +89,98 @@ class Context(msgspec.Struct, kw_only=True):
 _REQUIREMENT_NAME = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)")
 
 
-def _installed(requirement: str) -> bool:
+def _normalised(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()  # PEP 503: how distribution names compare
+
+
+def _installed(requirement: str, installed: set[str]) -> bool:
+    match = _REQUIREMENT_NAME.match(requirement)
+    return match is not None and _normalised(match.group(1)) in installed
+
+
+class _Found(msgspec.Struct, array_like=True):
+    """One entry point of the group with what its distribution says, as the index keeps it."""
+
+    name: str
+    value: str
+    version: str = ""
+    author: str = ""
+    summary: str = ""
+    requires: list[str] | None = None
+
+
+class _Index(msgspec.Struct):
+    """What discovery found, and the state of the import path it was found in: reading every
+    installed distribution's metadata (`importlib.metadata`, which imports the email parser)
+    took tens of ms of every command that calls a plugin, `bookmark search` among them."""
+
+    stamp: list[tuple[str, int]]
+    found: list[_Found]
+    installed: list[str]
+
+
+def _stamp() -> list[tuple[str, int]]:
+    """Each directory of the import path with its modification time: installing, upgrading or
+    removing a distribution adds or removes its `.dist-info` directory there, which changes it."""
+    stamp = []
+    for entry in sys.path:
+        with contextlib.suppress(OSError):
+            stamp.append((entry, os.stat(entry or ".").st_mtime_ns))
+    return stamp
+
+
+def _found(point: "EntryPoint") -> _Found:
+    dist = point.dist
+    meta = dist.metadata if dist is not None else None
+    return _Found(
+        point.name,
+        point.value,
+        dist.version if dist is not None else "",
+        (_field(meta, "Author") or _field(meta, "Author-email")) if meta else "",
+        _field(meta, "Summary") if meta else "",
+        list(dist.requires) if dist is not None and dist.requires is not None else None,
+    )
+
+
+def _installed_names() -> set[str]:
     import importlib.metadata
 
-    match = _REQUIREMENT_NAME.match(requirement)
-    if match is None:
-        return False
-    try:
-        importlib.metadata.distribution(match.group(1))
-    except importlib.metadata.PackageNotFoundError:
-        return False
-    return True
+    return {_normalised(d.metadata["Name"] or "") for d in importlib.metadata.distributions()}
+
+
+def _scan() -> tuple[list[_Found], set[str]]:
+    import importlib.metadata
+
+    return [_found(p) for p in importlib.metadata.entry_points(group=GROUP)], _installed_names()
+
+
+def _discovered(index_path: Path | None) -> tuple[list[_Found], set[str]]:
+    """The group's entry points: from the index when the import path is as it was, else read
+    from the installed distributions (and the index written again, atomically)."""
+    stamp = _stamp()
+    if index_path is not None:
+        with contextlib.suppress(OSError, msgspec.ValidationError, msgspec.DecodeError):
+            index = msgspec.json.decode(index_path.read_bytes(), type=_Index)
+            if [tuple(item) for item in index.stamp] == stamp:
+                return index.found, set(index.installed)
+    found, installed = _scan()
+    if index_path is not None:
+        with contextlib.suppress(OSError):  # an unwritable cache only costs the next command
+            index_path.parent.mkdir(parents=True, exist_ok=True)
+            partial = index_path.with_name(f"{index_path.name}.{os.getpid()}")
+            partial.write_bytes(msgspec.json.encode(_Index(stamp, found, sorted(installed))))
+            os.replace(partial, index_path)
+    return found, installed
+
+
+def _load(value: str) -> Any:
+    """What an entry point's `module:attribute.path [extras]` names (as EntryPoint.load)."""
+    module, _, attribute = value.partition(":")
+    target = importlib.import_module(module.strip())
+    for part in attribute.split("[", 1)[0].strip().split("."):
+        if part:
+            target = getattr(target, part)
+    return target
 
 
 class _Loaded:
@@ -112,37 +199,40 @@ class Plugins:
         enabled: dict[str, bool] | None = None,
         report: Callable[[str], None] = lambda message: None,
         entry_points: Iterable["EntryPoint"] | None = None,
+        index_path: Path | None = None,
     ) -> None:
         self._enabled = dict(enabled or {})
         self._report = report
         self._entry_points = entry_points
+        self._index_path = index_path  # where discovery's findings are kept between commands
         self._infos: list[PluginInfo] | None = None
         self._loaded: list[_Loaded] | None = None
         self._context: Context | None = None
 
     # --- discovery -------------------------------------------------------------------------------
 
-    def _points(self) -> list["EntryPoint"]:
-        if self._entry_points is not None:
-            return list(self._entry_points)
-        import importlib.metadata  # only when plugins are asked for: it costs start-up time
+    def _points(self) -> tuple[list[tuple[_Found, Callable[[], Any]]], set[str]]:
+        """Each entry point with how to load it, and the installed distributions' names."""
+        if self._entry_points is not None:  # handed in (tests): read as importlib gives them
+            points = list(self._entry_points)
+            return [(_found(point), point.load) for point in points], _installed_names()
+        found, installed = _discovered(self._index_path)
+        return [(item, partial(_load, item.value)) for item in found], installed
 
-        return list(importlib.metadata.entry_points(group=GROUP))
-
-    def _describe(self, point: "EntryPoint") -> tuple[PluginInfo, Any]:
-        distribution = point.dist
-        meta = distribution.metadata if distribution is not None else None
+    def _describe(
+        self, point: _Found, load: Callable[[], Any], installed: set[str]
+    ) -> tuple[PluginInfo, Any]:
         info = PluginInfo(
             name=point.name,
             type="",
-            version=distribution.version if distribution is not None else "",
-            author=(_field(meta, "Author") or _field(meta, "Author-email")) if meta else "",
-            description=_field(meta, "Summary") if meta else "",
+            version=point.version,
+            author=point.author,
+            description=point.summary,
             builtin=point.value.startswith("marks."),
             entry_point=point.value,
         )
         try:
-            target = point.load()
+            target = load()
             plugin = target() if isinstance(target, type) else target
         except Exception as error:  # a broken plugin is listed with its problem, never fatal
             info.problem = f"cannot load {point.value}: {type(error).__name__}: {error}"
@@ -155,10 +245,10 @@ class Plugins:
         info.author = str(getattr(plugin, "author", None) or info.author)
         info.priority = _priority(getattr(plugin, "priority", DEFAULT_PRIORITY))
         declared = getattr(plugin, "dependencies", None)
-        if declared is None and distribution is not None:
-            declared = [r for r in (distribution.requires or []) if "extra ==" not in r]
+        if declared is None and point.requires is not None:
+            declared = [r for r in point.requires if "extra ==" not in r]
         info.dependencies = [str(item) for item in declared or []]
-        info.missing = [item for item in info.dependencies if not _installed(item)]
+        info.missing = [item for item in info.dependencies if not _installed(item, installed)]
         info.enabled = self._enabled.get(info.name, True)
         if info.type not in TYPES:
             info.problem = f"unknown plugin type {info.type!r} (known: {', '.join(TYPES)})"
@@ -173,8 +263,9 @@ class Plugins:
             return
         found: list[tuple[PluginInfo, Any]] = []
         names: set[str] = set()
-        for point in self._points():
-            info, plugin = self._describe(point)
+        points, installed = self._points()
+        for point, load in points:
+            info, plugin = self._describe(point, load, installed)
             if info.name in names:
                 info.problem = f"another plugin is already called {info.name!r}"
             names.add(info.name)

@@ -1,8 +1,6 @@
 """Where marks keeps things (XDG) and the TOML config: known keys, checked types, atomic writes."""
 
 import os
-import tempfile
-import tomllib
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -31,6 +29,10 @@ def data_dir() -> Path:
 
 def state_dir() -> Path:
     return Path(platformdirs.user_state_dir(APP))
+
+
+def cache_dir() -> Path:
+    return Path(platformdirs.user_cache_dir(APP))
 
 
 def default_db() -> Path:
@@ -127,6 +129,8 @@ def load(path: Path | None = None) -> dict[str, Any]:
     path = path or config_path()
     if not path.exists():
         return msgspec.structs.asdict(Config())
+    import tomllib  # only with a file to read (every command loads the settings)
+
     try:
         found = tomllib.loads(path.read_text())
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as error:
@@ -169,6 +173,8 @@ def to_toml(values: dict[str, Any], *, comments: bool = False) -> str:
 
 
 def _write(path: Path, values: dict[str, Any]) -> None:
+    import tempfile
+
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, temporary = tempfile.mkstemp(prefix=".config-", suffix=".toml", dir=path.parent)
     try:
@@ -185,6 +191,8 @@ def set_value(name: str, text: str, path: Path | None = None) -> Any:
 
 
 def _current(path: Path) -> dict[str, Any]:
+    import tomllib
+
     try:
         return tomllib.loads(path.read_text()) if path.exists() else {}
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as error:

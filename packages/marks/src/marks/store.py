@@ -10,7 +10,6 @@ triggers missing and builds the index again from the bookmarks, so it is never s
 """
 
 import contextlib
-import hashlib
 import os
 import zlib
 from collections.abc import Iterator
@@ -19,11 +18,15 @@ from typing import Any
 
 import apsw
 
-from marks import schema, urls
+from marks import schema
 from marks.exceptions import MarksError
 
 
+# The functions below are registered on every connection but called only by migrations and
+# snapshots: their modules load on the first call, not with every short command.
 def _url_key(*values: Any) -> str:
+    from marks import urls
+
     return urls.key(str(values[0]))
 
 
@@ -44,6 +47,8 @@ def _has_fts5(db: apsw.Connection) -> bool:
 
 
 def _sha256(*values: "apsw.SQLiteValue") -> "apsw.SQLiteValue":
+    import hashlib
+
     (data,) = values
     return hashlib.sha256(data).hexdigest() if isinstance(data, bytes) else None
 

@@ -201,13 +201,18 @@ def _domain(parts: SplitResult) -> str:
 
 
 # The common case, an ordinary http(s) URL, keyed without urlsplit (imports do this 100,000
-# times): a plain host, maybe a port, and a rest with nothing that needs normalising.
-_PLAIN = re.compile(r"(?i)(https?)://([a-z0-9.-]+)(?::([0-9]{1,5}))?([/?#][!#-$&-;=?-\[\]_a-z~]*)?")
+# times): a plain host, maybe a port, and a rest with nothing that needs normalising but
+# non-ASCII characters (any but surrogates, which cannot be encoded), percent-encoded as _escapes
+# encodes them.
+_PLAIN = re.compile(
+    r"(?i)(https?)://([a-z0-9.-]+)(?::([0-9]{1,5}))?"
+    r"([/?#][!#-$&-;=?-\[\]_a-z~\u0080-\ud7ff\ue000-\U0010ffff]*)?"
+)
 
 
 def plain(url: str) -> tuple[str, str, str] | None:
-    """`analyse` for an ordinary http(s) URL that needs nothing but case and port folded;
-    None for any other (then `analyse` decides)."""
+    """`analyse` for an ordinary http(s) URL that needs nothing but case and port folded, and
+    its non-ASCII characters encoded; None for any other (then `analyse` decides)."""
     match = _PLAIN.fullmatch(url)
     if match is None:
         return None
@@ -221,8 +226,21 @@ def plain(url: str) -> tuple[str, str, str] | None:
         rest = "/" + (rest or "")
     if rest.endswith(("#", "?")) or "?#" in rest:
         return None  # empty query or fragment: let urlsplit decide
+    if not rest.isascii():
+        if rest[-1].isspace():
+            return None  # `strip` would take it off first
+        rest = _encoded(rest)
     netloc = f"{host}:{int(port)}" if port else host
     return url, f"{scheme}://{netloc}{rest}", host.removeprefix("www.")
+
+
+def _encoded(rest: str) -> str:
+    """Path, query and fragment split as urlsplit splits them, each encoded as _escapes does
+    (an ASCII part needs nothing here: the pattern let through no character to encode)."""
+    before, hashed, fragment = rest.partition("#")
+    path, asked, query = before.partition("?")
+    parts = [path, asked, query, hashed, fragment]
+    return "".join(part if part.isascii() else quote(part, safe=_SAFE) for part in parts)
 
 
 def analyse(url: str) -> tuple[str, str, str]:

@@ -21,7 +21,7 @@ import datetime as dt
 import posixpath
 from dataclasses import dataclass
 
-from marks import limits, search, tagnames
+from marks import limits, tagnames
 from marks.exceptions import NotFound
 
 TOP = (
@@ -58,6 +58,10 @@ class Selection:
     bindings: tuple = ()
     order: str = NEWEST
     limit: int | None = None
+    # The bookmarks NOT selected, when they are the fewer: the directory's count is then every
+    # bookmark (SQLite counts a table without reading its rows) less these. Exact, so it must be
+    # the whole complement of `where` over every row the table can hold.
+    others: str = ""
 
 
 @dataclass(frozen=True)
@@ -92,7 +96,9 @@ COLLECTIONS = {
     "bookmarks": Selection("1"),
     "starred": Selection("starred = 1"),
     "archived": Selection("archived = 1"),
-    "unread": Selection("visit_count = 0"),
+    # Two thirds of a library: counting the visited third is 4 times less work (visit_count is
+    # NOT NULL and never negative: the schema checks it).
+    "unread": Selection("visit_count = 0", others="visit_count > 0"),
     "popular": Selection("visit_count > 0", order="visit_count DESC, id DESC", limit=POPULAR_SIZE),
     "broken": Selection("reachable = 0"),
     "untagged": Selection("tags = ''"),
@@ -239,6 +245,8 @@ def resolve(cwd: str, path: str, now: dt.datetime) -> Location:
     if top == "tags":
         if len(parts) == 1:
             return Location(absolute, None, Subdirs("tags", ("",)), subtree=Selection("tags != ''"))
+        from marks import search  # (with the query language: only tag paths need it)
+
         name = "/".join(parts[1:])
         # The directory for tag `a/b` holds bookmarks with exactly that tag; its subtags are
         # directories. A numeric last part may instead be a bookmark: listing.py decides.

@@ -48,6 +48,8 @@ async def status(store: Store) -> list[str]:
     lines = []
     for node in nodes:
         state = "lost" if not node.alive else "draining" if node.draining else "up"
+        if not node.alive:
+            state += f" (last seen {node.silent:.0f} s ago)"
         trust = "" if node.allowed else " NOT ALLOWED (takes no jobs)"
         slots = f"slots {node.slots}, free {node.free}"
         lines.append(f"{node.url}  {state:<8} {slots}  key {node.node_id}{trust}")

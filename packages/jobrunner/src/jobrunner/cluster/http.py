@@ -71,6 +71,7 @@ def build_cluster_app(
 
     async def info(request: Request) -> Response:
         store.check()
+        await service.refresh_view()
         return JSONResponse(service.info(warning))
 
     async def submit(request: Request) -> Response:

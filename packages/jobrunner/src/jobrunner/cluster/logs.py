@@ -36,8 +36,8 @@ class LogStreams:
         offset = 0
         while True:
             await log.wait_beyond(offset)
-            if not log.closed:
-                await asyncio.sleep(BATCH)
+            with contextlib.suppress(TimeoutError):  # gather BATCH seconds, unless it ends
+                await asyncio.wait_for(log.wait_closed(), BATCH)
             while offset < len(log.data):
                 chunk = bytes(log.data[offset : offset + CHUNK])
                 await self._append(job_id, b"d" + chunk)

@@ -11,6 +11,7 @@ A job's `position` is its rank in that order as of now (1 for the next job to st
 Time is the store's (`TIME`): one clock for every node.
 """
 
+import contextlib
 from dataclasses import dataclass
 from typing import Any
 
@@ -18,6 +19,7 @@ from jobrunner.cluster.store import Store, text
 
 _PRELUDE = """
 local p = ARGV[1]
+local WAKE_MAX = 128
 local t = redis.call('TIME')
 local now = tonumber(t[1]) + tonumber(t[2]) / 1000000
 local function usage(c, window)
@@ -34,38 +36,95 @@ local function usage(c, window)
     end
   end
   local total = tonumber(redis.call('GET', p .. 'heldsum:' .. c) or '0')
-  for _, start in ipairs(redis.call('HVALS', p .. 'run:' .. c)) do
-    total = total + math.max(0, now - tonumber(start))
-  end
+  -- the claimed and running jobs, from now to their start: kept as a count and a running sum
+  -- of their starts (one read, however many jobs the client runs)
+  local runs = redis.call('HMGET', p .. 'runs:' .. c, 'n', 'sum')
+  if runs[1] then total = total + math.max(0, tonumber(runs[1]) * now - tonumber(runs[2])) end
   return total
+end
+local function running(c, id)
+  redis.call('HSET', p .. 'run:' .. c, id, tostring(now))
+  redis.call('HINCRBY', p .. 'runs:' .. c, 'n', 1)
+  redis.call('HINCRBYFLOAT', p .. 'runs:' .. c, 'sum', now)
+end
+local function ran(c, id)  -- the job's start, or nil if it was not claimed or running
+  local start = redis.call('HGET', p .. 'run:' .. c, id)
+  if not start then return nil end
+  redis.call('HDEL', p .. 'run:' .. c, id)
+  if redis.call('HINCRBY', p .. 'runs:' .. c, 'n', -1) <= 0 then
+    redis.call('DEL', p .. 'runs:' .. c)  -- no rounding left behind by the running sum
+  else
+    redis.call('HINCRBYFLOAT', p .. 'runs:' .. c, 'sum', -tonumber(start))
+  end
+  return start
 end
 local function position(id, window)
   local seq = redis.call('ZSCORE', p .. 'queue', id)
   if not seq then return -1 end
-  seq = tonumber(seq)
   local mine = redis.call('HGET', p .. 'job:' .. id, 'client')
   local own = usage(mine, window)
-  local ahead = redis.call('LPOS', p .. 'cq:' .. mine, id) or 0
+  local ahead = redis.call('ZRANK', p .. 'cq:' .. mine, id) or 0
   for _, c in ipairs(redis.call('SMEMBERS', p .. 'clients')) do
     if c ~= mine then
       local u = usage(c, window)
       if u < own then
-        ahead = ahead + redis.call('LLEN', p .. 'cq:' .. c)
+        ahead = ahead + redis.call('ZCARD', p .. 'cq:' .. c)
       elseif u == own then
-        -- the jobs of c that came before this one (a client's list is in arrival order):
-        -- a binary search, so that a submit costs O(clients log n), not O(n)
-        local list = p .. 'cq:' .. c
-        local lo, hi = 0, redis.call('LLEN', list)
-        while lo < hi do
-          local mid = math.floor((lo + hi) / 2)
-          local s = tonumber(redis.call('ZSCORE', p .. 'queue', redis.call('LINDEX', list, mid)))
-          if s < seq then lo = mid + 1 else hi = mid end
-        end
-        ahead = ahead + lo
+        -- the jobs of c that came before this one: a client's queue is sorted by arrival
+        ahead = ahead + redis.call('ZCOUNT', p .. 'cq:' .. c, '-inf', '(' .. seq)
       end
     end
   end
   return ahead
+end
+-- A token in `wake` for each queued job not yet asked for (at most WAKE_MAX): each idle node
+-- blocks on it (BLPOP), so as many idle nodes wake at once as there are jobs to claim. Kept in
+-- O(1): a job queued adds one token; a job claimed or cancelled takes one back if there are
+-- more tokens than queued jobs. A token already taken by a node on its way to claim is not
+-- handed out again (counting it as missing woke a herd of nodes for one job). A claim that
+-- finds nothing clears what is left (a token taken by a node that died: the IDLE safety net).
+local function wake_queued()
+  if redis.call('LLEN', p .. 'wake') < WAKE_MAX then redis.call('RPUSH', p .. 'wake', '1') end
+end
+local function wake_taken()
+  local queued = redis.call('ZCARD', p .. 'queue')
+  local have = redis.call('LLEN', p .. 'wake')
+  if have > queued then
+    redis.call('LPOP', p .. 'wake')
+  elseif have < WAKE_MAX and queued >= WAKE_MAX then
+    redis.call('RPUSH', p .. 'wake', '1')  -- beyond the cap, more jobs than nodes on their way
+  end
+end
+local function claim(node, url, window)
+  if redis.call('SISMEMBER', p .. 'allowed', node) == 0 then return {-1} end
+  local best, best_id, best_u, best_s = nil, nil, nil, nil
+  for _, c in ipairs(redis.call('SMEMBERS', p .. 'clients')) do
+    local head = redis.call('ZRANGE', p .. 'cq:' .. c, 0, 0, 'WITHSCORES')
+    if #head == 0 then
+      redis.call('SREM', p .. 'clients', c)
+    else
+      local u = usage(c, window)
+      local s = tonumber(head[2])
+      if best == nil or u < best_u or (u == best_u and s < best_s) then
+        best, best_id, best_u, best_s = c, head[1], u, s
+      end
+    end
+  end
+  if best == nil then
+    redis.call('DEL', p .. 'wake')
+    return {0}
+  end
+  local id = best_id
+  redis.call('ZREM', p .. 'cq:' .. best, id)
+  if redis.call('ZCARD', p .. 'cq:' .. best) == 0 then redis.call('SREM', p .. 'clients', best) end
+  redis.call('ZREM', p .. 'queue', id)
+  local job = p .. 'job:' .. id
+  redis.call('HSET', job, 'state', 'claimed', 'node', node, 'url', url)
+  redis.call('HSET', p .. 'running', id, node)
+  running(best, id)
+  wake_taken()
+  local upload = redis.call('GET', p .. 'upload:' .. id) or ''
+  return {1, id, upload, redis.call('HGET', job, 'record'), best}
 end
 local function finish(id, node, record, retention, window)
   local job = p .. 'job:' .. id
@@ -74,13 +133,13 @@ local function finish(id, node, record, retention, window)
   local c = redis.call('HGET', job, 'client')
   if state == 'queued' then
     redis.call('ZREM', p .. 'queue', id)
-    redis.call('LREM', p .. 'cq:' .. c, 0, id)
-    if redis.call('LLEN', p .. 'cq:' .. c) == 0 then redis.call('SREM', p .. 'clients', c) end
+    redis.call('ZREM', p .. 'cq:' .. c, id)
+    if redis.call('ZCARD', p .. 'cq:' .. c) == 0 then redis.call('SREM', p .. 'clients', c) end
+    wake_taken()
   else
     if node ~= '' and redis.call('HGET', p .. 'running', id) ~= node then return 0 end
     redis.call('HDEL', p .. 'running', id)
-    local start = redis.call('HGET', p .. 'run:' .. c, id)
-    redis.call('HDEL', p .. 'run:' .. c, id)
+    local start = ran(c, id)
     if start then
       local length = now - tonumber(start)
       redis.call('ZADD', p .. 'held:' .. c, now, id .. ':' .. tostring(length))
@@ -91,11 +150,14 @@ local function finish(id, node, record, retention, window)
     end
   end
   redis.call('HSET', job, 'state', 'finished', 'record', record)
+  -- the upload of a job that never started (its size is 0 once started: deleted then)
+  redis.call('DECRBY', p .. 'queued_bytes', redis.call('STRLEN', p .. 'upload:' .. id))
   redis.call('DEL', p .. 'upload:' .. id)
   redis.call('EXPIRE', job, retention)
   redis.call('EXPIRE', p .. 'log:' .. id, retention)
   local active = tonumber(redis.call('HINCRBY', p .. 'rl:' .. c, 'active', -1))
   if active < 0 then redis.call('HSET', p .. 'rl:' .. c, 'active', 0) end
+  redis.call('PUBLISH', p .. 'done', id)
   return 1
 end
 """
@@ -109,42 +171,18 @@ redis.call('INCRBY', p .. 'queued_bytes', string.len(ARGV[7]))
 local id, c = ARGV[2], ARGV[3]
 local seq = redis.call('INCR', p .. 'seq')
 redis.call('ZADD', p .. 'queue', seq, id)
-redis.call('RPUSH', p .. 'cq:' .. c, id)
+redis.call('ZADD', p .. 'cq:' .. c, seq, id)
 redis.call('SADD', p .. 'clients', c)
 redis.call('HSET', p .. 'job:' .. id, 'client', c, 'seq', seq, 'state', 'queued',
   'record', ARGV[5], 'hash', ARGV[6], 'ip', ARGV[8])
 redis.call('SET', p .. 'upload:' .. id, ARGV[7])
+wake_queued()
 return position(id, tonumber(ARGV[9]))
 """
 
 # ARGV: prefix, node, url, window
 _CLAIM = """
-local node = ARGV[2]
-if redis.call('SISMEMBER', p .. 'allowed', node) == 0 then return {-1} end
-local window = tonumber(ARGV[4])
-local best, best_u, best_s = nil, nil, nil
-for _, c in ipairs(redis.call('SMEMBERS', p .. 'clients')) do
-  local head = redis.call('LINDEX', p .. 'cq:' .. c, 0)
-  if not head then
-    redis.call('SREM', p .. 'clients', c)
-  else
-    local u = usage(c, window)
-    local s = tonumber(redis.call('ZSCORE', p .. 'queue', head))
-    if best == nil or u < best_u or (u == best_u and s < best_s) then
-      best, best_u, best_s = c, u, s
-    end
-  end
-end
-if best == nil then return {0} end
-local id = redis.call('LPOP', p .. 'cq:' .. best)
-if redis.call('LLEN', p .. 'cq:' .. best) == 0 then redis.call('SREM', p .. 'clients', best) end
-redis.call('ZREM', p .. 'queue', id)
-local job = p .. 'job:' .. id
-redis.call('HSET', job, 'state', 'claimed', 'node', node, 'url', ARGV[3])
-redis.call('HSET', p .. 'running', id, node)
-redis.call('HSET', p .. 'run:' .. best, id, tostring(now))
-local upload = redis.call('GET', p .. 'upload:' .. id) or ''
-return {1, id, upload, redis.call('HGET', job, 'record'), best}
+return claim(ARGV[2], ARGV[3], tonumber(ARGV[4]))
 """
 
 # ARGV: prefix, id, node, record
@@ -160,14 +198,21 @@ redis.call('DEL', p .. 'upload:' .. id)
 return 1
 """
 
-# ARGV: prefix, id, node ('' for any), record, retention, window
+# ARGV: prefix, id, node ('' for any), record, retention, window, cpu seconds, cpu window,
+# url ('' : claim nothing; else the node claims its next job in the same call, at its url)
 _FINISH = """
-local id = ARGV[2]
-local state = redis.call('HGET', p .. 'job:' .. id, 'state')
-if state == 'queued' or state == 'claimed' then
-  redis.call('DECRBY', p .. 'queued_bytes', redis.call('STRLEN', p .. 'upload:' .. id))
+local id, node, window = ARGV[2], ARGV[3], tonumber(ARGV[6])
+local done = finish(id, node, ARGV[4], tonumber(ARGV[5]), window)
+local cpu = tonumber(ARGV[7])
+local c = redis.call('HGET', p .. 'job:' .. id, 'client')
+if cpu > 0 and c then  -- the job's CPU counts for its client's limit (limits.py: rlcpu)
+  redis.call('ZADD', p .. 'rlcpu:' .. c, now, id .. ':' .. ARGV[7])
+  redis.call('EXPIRE', p .. 'rlcpu:' .. c, math.ceil(tonumber(ARGV[8])))
 end
-return finish(id, ARGV[3], ARGV[4], tonumber(ARGV[5]), tonumber(ARGV[6]))
+if ARGV[9] == '' then return {done} end
+local found = claim(node, ARGV[9], window)
+table.insert(found, 1, done)
+return found
 """
 
 # ARGV: prefix, id, node: a claimed job whose node is gone, never started, goes back to the
@@ -179,11 +224,15 @@ if redis.call('HGET', job, 'state') ~= 'claimed' then return 0 end
 if redis.call('HGET', p .. 'running', id) ~= node then return 0 end
 local c = redis.call('HGET', job, 'client')
 redis.call('HDEL', p .. 'running', id)
-redis.call('HDEL', p .. 'run:' .. c, id)
+ran(c, id)
 redis.call('HSET', job, 'state', 'queued', 'node', '', 'url', '')
-redis.call('ZADD', p .. 'queue', tonumber(redis.call('HGET', job, 'seq')), id)
-redis.call('LPUSH', p .. 'cq:' .. c, id)
+local seq = tonumber(redis.call('HGET', job, 'seq'))
+redis.call('ZADD', p .. 'queue', seq, id)
+-- by arrival: back at the front of its client's queue (every job of the client still queued
+-- came after it, since a client's jobs are claimed in order)
+redis.call('ZADD', p .. 'cq:' .. c, seq, id)
 redis.call('SADD', p .. 'clients', c)
+wake_queued()
 return 1
 """
 
@@ -207,11 +256,31 @@ class QueueFull(Exception):
         self.reason = reason  # `jobs` (max_queue) or `bytes` (uploads held)
 
 
+class NotAllowed(Exception):
+    """The node's key is not on the cluster's allowlist: it may claim nothing."""
+
+
+def _claimed(found: list[Any]) -> Claimed | None:
+    """A claim script's answer: {1, id, upload, record, client}, {0} (nothing queued) or {-1}."""
+    if int(found[0]) == -1:
+        raise NotAllowed()
+    if int(found[0]) != 1:
+        return None
+    return Claimed(text(found[1]), bytes(found[2]), bytes(found[3]), text(found[4]))
+
+
 class ClusterQueue:
-    def __init__(self, store: Store, window: float = 600.0, retention: float = 600.0) -> None:
+    def __init__(
+        self,
+        store: Store,
+        window: float = 600.0,
+        retention: float = 600.0,
+        cpu_window: float = 3600.0,
+    ) -> None:
         self.store = store
         self.window = window
         self.retention = retention
+        self.cpu_window = cpu_window  # the CPU limit's window: how long a job's CPU is kept
         register = store.client.register_script
         self._enqueue = register(_PRELUDE + _ENQUEUE)
         self._claim = register(_PRELUDE + _CLAIM)
@@ -244,21 +313,43 @@ class ClusterQueue:
         return found + 1
 
     async def claim(self, node: str, url: str) -> Claimed | None:
-        """The next job by the cluster's order, now this node's; None if nothing is queued or
-        this node's key is not on the allowlist."""
-        found = await self._run(self._claim, node, url, self.window)
-        if int(found[0]) != 1:
-            return None
-        return Claimed(text(found[1]), bytes(found[2]), bytes(found[3]), text(found[4]))
+        """The next job by the cluster's order, now this node's; None if nothing is queued;
+        NotAllowed if this node's key is not on the allowlist."""
+        return _claimed(await self._run(self._claim, node, url, self.window))
+
+    async def wait_for_work(self, seconds: float) -> bool:
+        """True when a job may be waiting (this node took the wake token: one idle node at a
+        time does), False after `seconds` without one."""
+        client: Any = self.store.client
+        found = await self.store.call(client.blpop([self.store.key("wake")], timeout=seconds))
+        return found is not None
 
     async def start(self, job_id: str, node: str, record: bytes) -> bool:
         return bool(await self._run(self._start, job_id, node, record))
 
-    async def finish(self, job_id: str, node: str, record: bytes) -> bool:
+    async def finish(self, job_id: str, node: str, record: bytes, cpu: float = 0.0) -> bool:
         """The final record (once: False if the job had finished, or is not `node`'s; `node`
-        '' finishes a queued job, as a cancel does)."""
+        '' finishes a queued job, as a cancel does), and the job's CPU seconds, counted for its
+        client's limit."""
+        found = await self._run(self._finish, *self._finish_args(job_id, node, record, cpu), "")
+        return bool(int(found[0]))
+
+    async def finish_and_claim(
+        self, job_id: str, node: str, record: bytes, cpu: float, url: str
+    ) -> tuple[bool, Claimed | None]:
+        """`finish`, then `claim` for the slot the job leaves, in one call to the store."""
+        args = self._finish_args(job_id, node, record, cpu)
+        found = await self._run(self._finish, *args, url)
+        if not url:
+            return bool(int(found[0])), None
+        with contextlib.suppress(NotAllowed):  # the node's claimer finds out, and waits
+            return bool(int(found[0])), _claimed(found[1:])
+        return bool(int(found[0])), None
+
+    def _finish_args(self, job_id: str, node: str, record: bytes, cpu: float) -> tuple[Any, ...]:
         retention = int(self.retention)
-        return bool(await self._run(self._finish, job_id, node, record, retention, self.window))
+        seconds = f"{cpu:.6f}"
+        return (job_id, node, record, retention, self.window, seconds, self.cpu_window)
 
     async def requeue(self, job_id: str, node: str) -> bool:
         return bool(await self._run(self._requeue, job_id, node))
@@ -269,6 +360,14 @@ class ClusterQueue:
 
     async def length(self) -> int:
         return int(await self.store.call(self.store.client.zcard(self.store.key("queue"))))
+
+    async def counts(self) -> tuple[int, int]:
+        """Jobs queued, and jobs claimed or running, in the cluster (one round trip)."""
+        async with self.store.client.pipeline(transaction=False) as pipe:
+            pipe.zcard(self.store.key("queue"))
+            pipe.hlen(self.store.key("running"))
+            queued, running = await self.store.call(pipe.execute())
+        return int(queued), int(running)
 
     async def job(self, job_id: str) -> dict[str, bytes]:
         """The job's hash (empty if unknown or expired)."""

@@ -14,17 +14,18 @@ import io
 import logging
 import shutil
 import time
-from collections.abc import Awaitable, Callable
-from typing import TypeVar
+from collections.abc import Awaitable, Callable, Iterator
+from typing import Any, TypeVar
 
 import aiohttp
 import msgspec
+from redis.exceptions import RedisError
 from yarl import URL
 
 from jobrunner import errors, uploads, vouching
 from jobrunner.cluster.limits import ClusterLimits, Reservation
 from jobrunner.cluster.logs import LogStreams
-from jobrunner.cluster.queue import Claimed, ClusterQueue, QueueFull
+from jobrunner.cluster.queue import Claimed, ClusterQueue, NotAllowed, QueueFull
 from jobrunner.cluster.registry import NodeFacts, Registry
 from jobrunner.cluster.store import Store, text
 from jobrunner.config import Settings
@@ -33,11 +34,24 @@ from jobrunner.metrics import WorkerMetrics
 from jobrunner.node.service import JobService, Runner
 from jobrunner.ratelimit import Limits
 from jobrunner.signing import FINISHED, WorkerKey
-from jobrunner.wire import Stats, StatusRecord, SubmitResult, SystemStats, decode_status
+from jobrunner.wire import (
+    ServerInfo,
+    Stats,
+    StatusRecord,
+    SubmitResult,
+    SystemStats,
+    decode_status,
+)
 
 log = logging.getLogger("jobrunner.cluster")
 T = TypeVar("T")
-POLL = 0.02  # seconds between two claims of an idle node (a claim of an empty queue is cheap)
+# An idle node waits for the queue's wake-up (`ClusterQueue.wait_for_work`) and claims at once;
+# it claims anyway every IDLE seconds (the safety net: a wake-up taken by a node that died).
+IDLE = 1.0
+NOT_ALLOWED = 1.0  # seconds between two claims of a node whose key is not on the allowlist
+# A status request waiting for a job another node runs wakes at the job's end (the store's
+# `done` channel) and looks again every RECHECK seconds anyway (the channel lost meanwhile).
+RECHECK = 1.0
 BEAT = 0.5  # seconds between two heartbeats
 _encode = msgspec.json.encode
 
@@ -65,7 +79,9 @@ class ClusterService(JobService):
         self.store = store
         self.advertise = advertise
         self.node_id = key.worker_id
-        self.cq = ClusterQueue(store, settings.fair_window, settings.retention)
+        self.cq = ClusterQueue(
+            store, settings.fair_window, settings.retention, settings.rate_cpu_window
+        )
         self.climits = ClusterLimits(
             store,
             Limits(
@@ -83,8 +99,20 @@ class ClusterService(JobService):
         self._slot_freed = asyncio.Event()
         self._node_tasks: set[asyncio.Task[None]] = set()
         self._allowed: tuple[float, set[str]] = (0.0, set())
+        self._watchers: dict[str, set[asyncio.Event]] = {}  # job id -> status requests waiting
         self.session: aiohttp.ClientSession | None = None
         self._left = False  # drained and out of the registry
+        # The cluster's queue length and jobs claimed or running, read from the store at most
+        # once a second, for /metrics and GET /.
+        self._view: tuple[float, int, int] = (-1.0, 0, 0)
+        self.metrics.watch(
+            queue_length=lambda: self._view[1],
+            running=lambda: self.running,
+            slots=lambda: settings.concurrency,
+            accepting=lambda: int(self.accepting),
+        )
+        self.metrics.watch_cluster(running=lambda: self._view[2])
+        self.metrics.before_scrape = self.refresh_view
 
     # --- lifecycle -------------------------------------------------------------------------------
 
@@ -97,6 +125,7 @@ class ClusterService(JobService):
             ("heartbeat", self._heartbeat),
             ("claimer", self._claimer),
             ("lost-nodes", self._reap_lost),
+            ("finished-jobs", self._listen),
         ):
             self._spawn(loop(), name)
 
@@ -160,21 +189,93 @@ class ClusterService(JobService):
             await asyncio.sleep(BEAT)
 
     async def _claimer(self) -> None:
-        """Claim a job whenever a slot is free (pull): never more than `concurrency` at once."""
+        """Claim a job whenever a slot is free (pull): never more than `concurrency` at once.
+        Idle, wait for the queue's wake-up; a slot freed by a job's end was offered the next
+        job already (`_publish`)."""
         while True:
-            if not self.accepting or self.taken >= self.settings.concurrency:
+            if not self._free_slot():
                 await self._slot_freed_or(1.0)
                 continue
             try:
-                claimed = await self.cq.claim(self.node_id, self.advertise)
+                if not await self._claim_one():
+                    await self.cq.wait_for_work(IDLE)
+            except NotAllowed:
+                await asyncio.sleep(NOT_ALLOWED)
             except errors.ClusterUnavailable:
                 await asyncio.sleep(BEAT)
-                continue
-            if claimed is None:
-                await self._slot_freed_or(POLL)
-                continue
-            self.taken += 1
-            self._spawn(self._take(claimed), f"job-{claimed.job_id}")
+
+    def _free_slot(self) -> bool:
+        return self.accepting and self.taken < self.settings.concurrency
+
+    async def _claim_one(self) -> bool:
+        """Claim the cluster's next job into a free slot (held while asking, so that claims
+        made at once never exceed the slots); False if nothing is queued."""
+        self.taken += 1
+        try:
+            claimed = await self.cq.claim(self.node_id, self.advertise)
+        except BaseException:
+            self._give_slot_back()
+            raise
+        if claimed is None:
+            self._give_slot_back()
+            return False
+        self._took(claimed)
+        return True
+
+    def _give_slot_back(self) -> None:
+        self.taken -= 1
+        self._slot_freed.set()
+
+    async def _claim_after_submit(self) -> None:
+        """A node that has just queued a job and has a free slot claims at once (the job, or
+        the one due before it), without waiting for the wake-up to reach an idle node."""
+        if self._free_slot():
+            with contextlib.suppress(errors.ClusterUnavailable, NotAllowed):
+                await self._claim_one()
+
+    def _took(self, claimed: Claimed) -> None:
+        """Run a job claimed into a slot already counted in `taken`."""
+        self._spawn(self._take(claimed), f"job-{claimed.job_id}")
+        self._changed(claimed.job_id)  # a status request waiting here now follows it locally
+
+    def _changed(self, job_id: str) -> None:
+        for event in self._watchers.pop(job_id, ()):
+            event.set()
+
+    @contextlib.contextmanager
+    def _watching(self, job_id: str) -> Iterator[asyncio.Event]:
+        """An event set when the job finishes anywhere or this node claims it."""
+        event = asyncio.Event()
+        self._watchers.setdefault(job_id, set()).add(event)
+        try:
+            yield event
+        finally:
+            waiting = self._watchers.get(job_id)
+            if waiting is not None:
+                waiting.discard(event)
+                if not waiting:
+                    del self._watchers[job_id]
+
+    async def _listen(self) -> None:
+        """Every job that finishes in the cluster is published on the store's `done` channel:
+        wake the status requests waiting for it here. Lost messages (the store away) only
+        delay them to their next look (RECHECK)."""
+        channel = self.store.key("done")
+        while True:
+            pubsub: Any = self.store.client.pubsub()  # redis-py leaves aclose untyped
+            try:
+                await pubsub.subscribe(channel)
+                while True:
+                    message = await pubsub.get_message(
+                        ignore_subscribe_messages=True, timeout=RECHECK
+                    )
+                    if message is not None:
+                        self._changed(text(message["data"]))
+            except (RedisError, OSError):
+                await asyncio.sleep(BEAT)
+            finally:
+                with contextlib.suppress(RedisError, OSError):
+                    await pubsub.aclose()
 
     async def _persist(self, work: Callable[[], Awaitable[T]]) -> T:
         """`work()` once the store answers: a node's own facts are never dropped for an outage."""
@@ -230,6 +331,21 @@ class ClusterService(JobService):
             self.taken -= 1
             self._slot_freed.set()
 
+    async def _publish(self, job: Job) -> None:
+        """The job's final record (and its CPU, for its client's limits) into the store; in
+        the same call, the slot it leaves claims the next job, if this node takes any."""
+        record = _encode(self._record(job))
+        taking = self.accepting and self.taken <= self.settings.concurrency
+        url = self.advertise if taking else ""
+        done, claimed = await self._persist(
+            lambda: self.cq.finish_and_claim(job.id, self.node_id, record, job.cpu_seconds, url)
+        )
+        if not done:
+            log.warning("job %s: its record was not taken (the cluster had settled it)", job.id)
+        if claimed is not None:
+            self.taken += 1  # the slot this job leaves (its `finally` gives it back)
+            self._took(claimed)
+
     async def _unpack_claimed(self, claimed: Claimed, queued: StatusRecord) -> Job | None:
         upload = msgspec.msgpack.decode(claimed.upload, type=Upload)
         parts = [uploads.UploadPart(name, io.BytesIO(data)) for name, data in upload.parts]
@@ -253,15 +369,6 @@ class ClusterService(JobService):
         self.jobs[job.id] = job
         return job
 
-    async def _publish(self, job: Job) -> None:
-        """The job's final record into the store (and its CPU into its client's limits)."""
-        record = _encode(self._record(job))
-        done = await self._persist(lambda: self.cq.finish(job.id, self.node_id, record))
-        if not done:
-            log.warning("job %s: its record was not taken (the cluster had settled it)", job.id)
-        key = job.client
-        await self._persist(lambda: self.climits.charge(key, job.id, job.cpu_seconds))
-
     async def _reap_lost(self) -> None:
         """Settle the jobs of nodes whose heartbeat has expired (see `registry`)."""
         while True:
@@ -274,6 +381,9 @@ class ClusterService(JobService):
                 continue
             with contextlib.suppress(errors.ClusterUnavailable):
                 await self._settle_lost()
+                forget_after = max(self.settings.retention, self.settings.lost_after)
+                for node in await self.registry.forget_silent(forget_after):
+                    log.info("node %s: lost for %g s, forgotten", node, forget_after)
 
     async def _settle_lost(self) -> None:
         running = await self.cq.running()
@@ -351,11 +461,43 @@ class ClusterService(JobService):
             await self.cancel_reservation(reservation)
             raise
         self.metrics.accepted.inc()
-        self._slot_freed.set()  # this node's claimer looks now, if it has a free slot
+        self._spawn(self._claim_after_submit(), "claim-after-submit")
         log.info("job %s accepted into the cluster queue", job.id)
         return SubmitResult(job.id, "queued", position, job.job_hash)
 
     # --- reading ---------------------------------------------------------------------------------
+
+    async def refresh_view(self) -> None:
+        """The cluster's queue length and jobs claimed or running, if a second old (kept as
+        they were while the store is away)."""
+        if time.monotonic() - self._view[0] < 1.0 or not self.store.healthy:
+            return
+        with contextlib.suppress(errors.ClusterUnavailable):
+            queued, running = await self.cq.counts()
+            self._view = (time.monotonic(), queued, running)
+
+    def info(self, warning: str | None = None) -> ServerInfo:
+        """The embedded mode's answer, saying what differs in a cluster: where the queue and the
+        records live, what this node does, and the cluster's queue as of `refresh_view`."""
+        s = self.settings
+        role = f"runs up to {s.concurrency} job(s) at once" if s.concurrency else "runs no job"
+        _, queued, running = self._view
+        return msgspec.structs.replace(
+            super().info(warning),
+            description="Anonymous job execution on a cluster of nodes: send a gzip tarball "
+            "and a JSON manifest to any node; the job waits in the cluster's one queue, runs "
+            "in an nsjail sandbox on the first node with a free slot, and any node serves its "
+            f"status, log and outputs. This node {role}; the cluster has {queued} job(s) "
+            f"queued and {running} claimed or running.",
+            privacy=f"No accounts. Jobs and their files are deleted "
+            f"{s.delete_after_download:g} s after every output has been downloaded, and at "
+            f"the latest {s.retention:g} s after they finish. The queue, the status records, "
+            "the logs and the rate-limit counters live in the cluster's store (Valkey/Redis), "
+            "not in one server's memory: queued jobs survive the loss of any node, and a node "
+            "that stops takes no new job and finishes its running ones first. A job's outputs "
+            "stay on the node that ran it. Client IP addresses are kept in the store only as "
+            "long as the rate-limit windows and the job records need them.",
+        )
 
     async def allowed(self) -> set[str]:
         """The allowlist, read at most once a second."""
@@ -399,16 +541,19 @@ class ClusterService(JobService):
     async def cluster_wait(self, job_id: str, seconds: float) -> StatusRecord:
         deadline = time.monotonic() + seconds
         while True:
-            record = await self.cluster_status(job_id)
-            if record.status in FINISHED or time.monotonic() >= deadline:
-                return record
-            local = self.jobs.get(job_id)
-            if local is not None:  # this node runs it: its own signed record, once final
+            with self._watching(job_id) as changed:
+                record = await self.cluster_status(job_id)
+                if record.status in FINISHED or time.monotonic() >= deadline:
+                    return record
+                local = self.jobs.get(job_id)
+                if local is not None:  # this node runs it: its own signed record, once final
+                    with contextlib.suppress(TimeoutError):
+                        async with asyncio.timeout(max(0.0, deadline - time.monotonic())):
+                            await local.done.wait()
+                    return self._record(local)
+                wait = min(RECHECK, max(0.0, deadline - time.monotonic()))
                 with contextlib.suppress(TimeoutError):
-                    async with asyncio.timeout(max(0.0, deadline - time.monotonic())):
-                        await local.done.wait()
-                return self._record(local)
-            await asyncio.sleep(0.05)
+                    await asyncio.wait_for(changed.wait(), wait)
 
     async def cluster_cancel(self, job_id: str) -> StatusRecord:
         fields = await self.fields(job_id)

@@ -16,6 +16,8 @@ from servekit import exception_handlers
 
 def build_metrics_app(metrics: Metrics) -> Starlette:
     async def scrape(request: Request) -> Response:
+        if metrics.before_scrape is not None:
+            await metrics.before_scrape()
         return Response(metrics.exposition(), media_type=CONTENT_TYPE)
 
     app = Starlette(

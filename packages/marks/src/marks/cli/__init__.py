@@ -76,11 +76,13 @@ class State:
     def plugins(self) -> "Plugins":
         """The command's plugins (discovered on first use); `on_unload` runs when it ends."""
         if self._plugins is None:
+            from marks import settings
             from marks.plugins import Plugins
 
             self._plugins = Plugins(
                 enabled=self.config["plugins"],
                 report=lambda message: click.echo(f"marks: {message}", err=True),
+                index_path=settings.cache_dir() / "plugins.json",
             )
             context = click.get_current_context(silent=True)
             if context is not None:
@@ -197,7 +199,22 @@ class WordsCommand(click.Command):
 
 
 class Group(click.Group):
-    """Every command of a group takes the global options too."""
+    """Every command of a group takes the global options too. `lazy` names commands kept in
+    a module of their own ("module:attribute"), imported only when that command runs or help
+    lists it: `bookmark list` need not load the link checker's command."""
+
+    def __init__(self, *args: Any, lazy: dict[str, str] | None = None, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.lazy = lazy or {}
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*super().list_commands(ctx), *self.lazy})
+
+    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
+        if name in self.lazy and name not in self.commands:
+            module, _, attribute = self.lazy[name].partition(":")
+            self.add_command(getattr(importlib.import_module(module), attribute), name)
+        return super().get_command(ctx, name)
 
     def command(self, *args: Any, **kwargs: Any) -> Any:  # Click's overloads, one behaviour
         decorator = super().command(*args, **kwargs)

@@ -14,7 +14,7 @@ if TYPE_CHECKING:  # imported lazily at run time
 GRANULARITY = {"year": 4, "month": 7, "day": 10}
 
 
-@click.group(cls=Group)
+@click.group(cls=Group, lazy={"health": "marks.cli.health:health"})  # the checker's many options
 @global_options
 def bookmark() -> None:
     """Add, list, search, edit and visit bookmarks."""
@@ -294,8 +294,3 @@ def visit(bookmark_id: int, open_it: bool) -> None:
 
         webbrowser.open(visited.url)
     show.bookmark_detail(visited, state().format)
-
-
-from marks.cli.health import health  # noqa: E402  (its own module: the checker's many options)
-
-bookmark.add_command(health)

@@ -10,6 +10,7 @@ UTC = dt.UTC
 CHROME_OFFSET_US = 11_644_473_600_000_000
 _NUMBER = re.compile(r"-?\d+(\.\d+)?")
 EARLIEST = dt.datetime(1980, 1, 1, tzinfo=UTC)  # before this, a "date" is a mistake (or 0)
+_EARLIEST_SECONDS = int(EARLIEST.timestamp())
 
 
 def from_epoch(value: float) -> dt.datetime:
@@ -38,6 +39,10 @@ def from_chrome(value: str | int) -> dt.datetime | None:
 
 def parse(value: object) -> dt.datetime | None:
     """Any date a producer writes; None for a missing one, ValueError for an unreadable one."""
+    if isinstance(value, str) and len(value) == 10 and value.isdigit() and value.isascii():
+        seconds = int(value)  # the common case, epoch seconds: what the general rules give
+        if seconds >= _EARLIEST_SECONDS:
+            return dt.datetime.fromtimestamp(seconds, UTC)
     if value is None or value == "" or value is False:
         return None
     if isinstance(value, bool):

@@ -8,8 +8,6 @@ import datetime as dt
 import os
 import re
 import shlex
-import subprocess
-import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -19,7 +17,6 @@ from marks.exceptions import MarksError
 from marks.library import Library
 from marks.listing import Entry, Filesystem
 from marks.printable import escape
-from marks.query import quote_words
 from marks.rows import NAMES
 from marks.shell.lexer import Invocation, ShellError
 from marks.wire import Bookmark
@@ -149,14 +146,17 @@ class Commands:
                 continue
             listing = self.s.fs.listing(location, everything=everything, counts=long)
             pending = self._unconfirmed(location, listing.entries)
+            lines = []
             for entry in listing.entries:
                 line = self._entry_line(entry, long)
                 if not entry.is_dir and entry.bookmark is not None and entry.bookmark.id in pending:
                     line += "  (not yet confirmed)"
-                self.out(line)
+                lines.append(line)
             shown = sum(1 for e in listing.entries if not e.is_dir)
             if listing.bookmarks_total > shown:
-                self.out(f"… and {listing.bookmarks_total - shown} more (ls -a shows all)")
+                lines.append(f"… and {listing.bookmarks_total - shown} more (ls -a shows all)")
+            if lines:  # one write (and one pass of escaping) for 10,000 tags, not one each
+                self.out("\n".join(lines))
 
     def _unconfirmed(self, location: vfs.Location, entries: list[Entry]) -> set[int]:
         """In /broken: the links whose failure is not confirmed by a later check yet."""
@@ -211,6 +211,8 @@ class Commands:
     def do_find(self, args: list[str]) -> None:
         if not args:
             raise ShellError('find: give a search (words, "phrases", prefix*, #tag, OR, NOT)')
+        from marks.query import quote_words  # the search language loads with `find` only
+
         location = self.here()
         # The shell removed the person's quotes: put back the phrases they meant.
         hits = self.s.library.search(quote_words(args), fts=True, limit=None)
@@ -427,6 +429,9 @@ class Commands:
         self.out(f"{b.id}: {name} changed")
 
     def _edit(self, name: str, current: str) -> str:
+        import subprocess
+        import tempfile
+
         editor = os.environ.get("VISUAL") or os.environ.get("EDITOR")
         if not editor:
             if self.s.edit_text is None:
@@ -573,6 +578,8 @@ class Commands:
 
     def system(self, text: str) -> None:
         # The person typed a command for their own system shell, as `!` means in every shell.
+        import subprocess
+
         result = subprocess.run(text, shell=True, check=False, capture_output=True, text=True)  # noqa: S602
         self.s.write(result.stdout + result.stderr)
         if result.returncode != 0:
