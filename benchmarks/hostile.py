@@ -66,6 +66,7 @@ import json
 import multiprocessing
 import os
 import random
+import resource
 import shutil
 import socket
 import sys
@@ -146,6 +147,21 @@ def cpu_seconds(pid: int) -> float:
     """The process's own user and system time (not its children's: the jobs')."""
     fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def children_cpu_seconds(pid: int) -> float:
+    """User and system time of the process's children it has reaped: for the server, its jobs
+    (it reaps each nsjail with wait4, and nsjail its jail)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    return (int(fields[13]) + int(fields[14])) / os.sysconf("SC_CLK_TCK")
+
+
+def host_busy_seconds() -> float:
+    """CPU seconds the host's CPUs have spent running anything (user, nice, system, irq,
+    softirq: not idle, iowait, nor the hypervisor's steal) since boot, summed over the CPUs."""
+    first = Path("/proc/stat").read_text().splitlines()[0].split()[1:]
+    user, nice, system, _idle, _iowait, irq, softirq = (int(value) for value in first[:7])
+    return (user + nice + system + irq + softirq) / os.sysconf("SC_CLK_TCK")
 
 
 def percentile(values: list[float], share: float) -> float:
@@ -575,15 +591,23 @@ async def scenario(url: str, pid: int, seconds: float) -> list[Row]:
         idle = [await run_job(client, url, NORMAL, "10.9.0.1") for _ in range(30)]
         print("idle done; unloaded phase ...", file=sys.stderr, flush=True)
         cpu_start, own_start = cpu_seconds(pid), time.process_time()
+        jails_start, host_start = children_cpu_seconds(pid), host_busy_seconds()
+        phase_start = time.monotonic()
         unloaded = await normal_users(client, url, seconds)
+        wall_unloaded = time.monotonic() - phase_start
         cpu_unloaded = cpu_seconds(pid) - cpu_start
         own_unloaded = time.process_time() - own_start
+        jails_unloaded = children_cpu_seconds(pid) - jails_start
+        host_unloaded = host_busy_seconds() - host_start
         print("unloaded done; loaded phase ...", file=sys.stderr, flush=True)
         download = await big_download(client, url) if parts & {"h2", "downloads"} else None
         fds_before = fds(pid)
         peak = rss(pid)
         peak_fds = fds_before
         cpu_start, own_start = cpu_seconds(pid), time.process_time()
+        jails_start, host_start = children_cpu_seconds(pid), host_busy_seconds()
+        reaped_start = resource.getrusage(resource.RUSAGE_CHILDREN)
+        phase_start = time.monotonic()
         until = time.monotonic() + seconds
         spawn = multiprocessing.get_context("spawn")
         results = spawn.Queue()
@@ -624,8 +648,16 @@ async def scenario(url: str, pid: int, seconds: float) -> list[Row]:
                 print(f"an attacker stopped early: {outcome!r}", file=sys.stderr)
         cpu_loaded = cpu_seconds(pid) - cpu_start
         own_loaded = time.process_time() - own_start
+        jails_loaded = children_cpu_seconds(pid) - jails_start
+        host_loaded = host_busy_seconds() - host_start
+        wall_loaded = time.monotonic() - phase_start
         answers: list[Answers] = await asyncio.to_thread(results.get, True, 120)
         await asyncio.to_thread(attackers.join, 30)
+        # The attackers' process, now reaped (the server, this process's other child, is not).
+        reaped = resource.getrusage(resource.RUSAGE_CHILDREN)
+        attackers_loaded = (reaped.ru_utime + reaped.ru_stime) - (
+            reaped_start.ru_utime + reaped_start.ru_stime
+        )
         sampler.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await sampler
@@ -703,6 +735,17 @@ async def scenario(url: str, pid: int, seconds: float) -> list[Row]:
         # earlier attacks run in it too; issue 22's attackers have a process of their own).
         Row("hostile: users' process CPU, unloaded phase", own_unloaded, "s"),
         Row("hostile: users' process CPU, loaded phase", own_loaded, "s"),
+        Row("hostile: attackers' process CPU, loaded phase", attackers_loaded, "s"),
+        # Where the host's CPU went: the jobs (the jails the server reaped in the phase: a job
+        # still running at its end, and a fork bomb's orphans, are not counted) and the whole
+        # host (other sessions' work included), against what its CPUs had in the phase (which
+        # lasts until its last normal job has finished).
+        Row("hostile: reaped jobs' CPU, unloaded phase", jails_unloaded, "s"),
+        Row("hostile: reaped jobs' CPU, loaded phase", jails_loaded, "s"),
+        Row("hostile: host CPU busy, unloaded phase", host_unloaded, "s"),
+        Row("hostile: host CPU in the unloaded phase", wall_unloaded * (os.cpu_count() or 1), "s"),
+        Row("hostile: host CPU busy, loaded phase", host_loaded, "s"),
+        Row("hostile: host CPU in the loaded phase", wall_loaded * (os.cpu_count() or 1), "s"),
     ]
 
 

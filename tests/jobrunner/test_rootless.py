@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 
+from jobrunner.sandbox.layout import Layout
 from support import require
 from support.jobclient import GENEROUS, HELD, JOBRUNNER, log_of, run_job, submit, wait_finished
 from support.servers import ServerProcess, wait_until
@@ -181,7 +182,9 @@ def _release(rootless: Rootless, job_id: str) -> None:
     """Let a HELD job go. Its work dir is a tmpfs of the server's own mount namespace, owned by
     the server's user namespace (where the host's root is no id, so cannot create a file): the
     file goes in from inside both, as that namespace's root (the server's user)."""
-    work = next((rootless.state / "jail").glob(f"*/work/{job_id}"))
+    # The path in the server's mount namespace (its `work/` is a tmpfs of that namespace, so the
+    # host sees it empty): the rootless layout's, as the server computes it.
+    work = Layout.for_state(rootless.state, jail_root=rootless.state / "jail").work / job_id
     pid = str(rootless.running.proc.pid)
     subprocess.run(["nsenter", "-t", pid, "-U", "-m", "--", "touch", str(work / "go")], check=True)
 

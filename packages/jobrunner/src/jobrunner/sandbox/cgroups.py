@@ -2,12 +2,19 @@
 
 Every server instance owns one subtree, `jobrunner/<instance>` (the instance id is derived from its
 state dir), in each controller it uses; each job gets `jobrunner/<instance>/<job_id>` in all of
-them. nsjail itself is started inside the job's cgroups and puts the jail in a child of its own
-(`NSJAIL.<pid>`), so:
+them. nsjail itself is started inside the job's cgroups, so:
 - the job's cgroup namespace is rooted at its own cgroup and `/proc/self/cgroup` names no host path;
 - what the job's cgroup records (peak memory, CPU, OOM kills) survives nsjail's cleanup;
 - everything a server started (nsjail included) can be found and killed by a later start of the
   same instance, and never anything of another instance on the same host.
+
+On v2, nsjail puts the jail in a child of its own (`NSJAIL.<pid>`) with the pids and CPU limits.
+On v1 the server sets those limits itself, on the cgroups nsjail is started in (pids: the job's;
+CPU: its child `jail`, where a quota may go below the job's), and the jail stays where nsjail is:
+nsjail moving its child into cgroups of its own takes the kernel's host-wide lock on cgroup
+migrations, which waits for an RCU grace period (12 ms of every job's start on a 2-core host).
+The process that starts nsjail enters its cgroups by writing `0` to their `tasks` files: a thread
+moving itself takes no such lock (and that shell has one thread, so the process moves).
 """
 
 import contextlib
@@ -23,6 +30,8 @@ UNIFIED = Path("/sys/fs/cgroup")
 CONTROLLERS = ("memory", "pids", "cpu")
 DEFAULT_WEIGHT = 100  # cgroup v2's `cpu.weight` default (v1: `cpu.shares` 1024)
 CAP_PERIOD_US = 100_000  # the CFS bandwidth period of a capped job
+PIDS_MAX = 256  # processes of one jail: fork bombs stop here
+JAIL_LEAF = "jail"  # v1: the job's CPU child that holds nsjail and the jail, with the quota
 _CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
 
@@ -133,11 +142,14 @@ class JobCgroup:
 
     @property
     def procs_files(self) -> list[Path]:
-        """Where to write a pid to put a process in the job (on v2 in a leaf: no internal
-        processes in a cgroup whose controllers are enabled for its children)."""
+        """Where a process writes `0` to put itself in the job (on v2 in a leaf: no internal
+        processes in a cgroup whose controllers are enabled for its children). On v1 the `tasks`
+        files, moving the writing thread: unlike a write to `cgroup.procs`, that takes no
+        host-wide lock (see the module's docstring); the CPU one is the job's `jail` leaf."""
         if self.version == 2:
             return [self.memory_dir / "supervisor" / "cgroup.procs"]
-        return [directory / "cgroup.procs" for directory in self.dirs]
+        memory, pids, cpu = self.dirs
+        return [memory / "tasks", pids / "tasks", cpu / JAIL_LEAF / "tasks"]
 
     def peak_memory(self) -> int:
         name = "memory.max_usage_in_bytes" if self.version == 1 else "memory.peak"
@@ -191,10 +203,11 @@ class JobCgroup:
             _write(self.cpu_dir / "cpu.shares", str(max(2, weight * 1024 // DEFAULT_WEIGHT)))
 
     def set_cpu_cap(self, cores: float | None) -> None:
-        """At most `cores` of CPU time for the jail (None: back to nsjail's one core), over a
+        """At most `cores` of CPU time for the jail (None: back to its one core), over a
         short period so that a capped job runs in small slices rather than in long bursts.
-        v1 refuses a parent quota below a child's, so there it goes on nsjail's child cgroup,
-        which holds the jail; v2 takes the smaller of the two, so the job's own cgroup will do."""
+        v1 refuses a parent quota below a child's, so there it goes on the job's child cgroup
+        `jail`, which holds nsjail and the jail; v2 takes the smaller of the two, so the job's
+        own cgroup will do."""
         quota = round((cores or 1.0) * CAP_PERIOD_US)
         if self.version == 2:
             _write(self.cpu_dir / "cpu.max", f"{quota} {CAP_PERIOD_US}")
@@ -312,9 +325,12 @@ class Cgroups:
         failed may have some of them, or none."""
         directories = [directory / job_id for directory in self._instance_dirs()]
         if self.version == 2:
-            with contextlib.suppress(OSError):  # only if empty, as below
-                (directories[0] / "supervisor").rmdir()
-        # The usual end of a job: nsjail has ended, its jail with it, and it has removed the
+            leaf = directories[0] / "supervisor"
+        else:
+            leaf = directories[CONTROLLERS.index("cpu")] / JAIL_LEAF
+        with contextlib.suppress(OSError):  # only if empty, as below
+            leaf.rmdir()
+        # The usual end of a job: nsjail has ended, its jail with it, and (v2) it has removed the
         # cgroups it made. The kernel removes a cgroup only if it holds no process and no child
         # cgroup, so this removes the empty ones and nothing else; whatever is left is killed and
         # searched for children. (Searching always took 1.5 ms of every job's teardown.)
@@ -350,10 +366,16 @@ class Cgroups:
         dirs = [self.mounts[c] / self.parent / job_id for c in CONTROLLERS]
         for directory in dirs:
             directory.mkdir()
+        memory, pids, cpu = dirs
+        # The limits nsjail sets on v2 (see `flags`), set here: nsjail and its jail share them,
+        # so nsjail counts as one of the pids, and takes next to no CPU of the jail's core.
+        _write(pids / "pids.max", str(PIDS_MAX + 1))
+        (cpu / JAIL_LEAF).mkdir()
+        _write(cpu / JAIL_LEAF / "cpu.cfs_period_us", str(CAP_PERIOD_US))
+        _write(cpu / JAIL_LEAF / "cpu.cfs_quota_us", str(CAP_PERIOD_US))  # one core
         # The memory limits are ours, on the job's cgroup, not nsjail's (which would put them on a
         # child it creates): v1 charges a socket's buffers only to the cgroup the socket was
         # created in, and only if that cgroup has a TCP limit of its own.
-        memory = dirs[0]
         _write(memory / "memory.limit_in_bytes", str(memory_bytes))
         if self.memsw:  # without this, swap would let a job exceed its memory limit
             _write(memory / "memory.memsw.limit_in_bytes", str(memory_bytes))
@@ -367,7 +389,7 @@ class Cgroups:
         return JobCgroup(1, memory, dirs)
 
     def flags(self, job: JobCgroup, memory_bytes: int) -> list[str]:
-        """nsjail flags placing the jail under the job's cgroups, with its memory limit."""
+        """nsjail flags placing the jail under the job's cgroups, with its limits."""
         if self.version == 2:
             return [
                 "--use_cgroupv2",
@@ -377,16 +399,11 @@ class Cgroups:
                 str(memory_bytes),
                 "--cgroup_mem_swap_max",
                 "0",
+                "--cgroup_pids_max",
+                str(PIDS_MAX),
+                "--cgroup_cpu_ms_per_sec",
+                "1000",  # one core, however many threads the job starts
             ]
-        # v1: no memory flags; the jail stays in the job's memory cgroup (see `create`).
-        parent = f"{self.parent}/{job.memory_dir.name}"
-        return [
-            "--cgroup_pids_mount",
-            str(self.mounts["pids"]),
-            "--cgroup_pids_parent",
-            parent,
-            "--cgroup_cpu_mount",
-            str(self.mounts["cpu"]),
-            "--cgroup_cpu_parent",
-            parent,
-        ]
+        # v1: none; the jail stays in the cgroups nsjail was started in, whose limits `create`
+        # set (nsjail's own cgroup flags would move it, see the module's docstring).
+        return []

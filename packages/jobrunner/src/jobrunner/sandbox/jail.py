@@ -53,8 +53,9 @@ _EXITED = re.compile(r"exited with status: (\d+)")
 STOP_GRACE = 5.0
 _SEALS = fcntl.F_SEAL_SEAL | fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW | fcntl.F_SEAL_WRITE
 # argv: sh -c ENTER jobrunner-enter N procs_1 .. procs_N nsjail ARGS...
+# `0` is the writer itself (`JobCgroup.procs_files` says why it is not `$$`).
 ENTER = (
-    'n=$1; shift; while [ "$n" -gt 0 ]; do echo $$ > "$1" || exit 125; shift; n=$((n - 1)); done; '
+    'n=$1; shift; while [ "$n" -gt 0 ]; do echo 0 > "$1" || exit 125; shift; n=$((n - 1)); done; '
     'exec "$@"'
 )
 
@@ -66,7 +67,7 @@ class SandboxUnavailable(RuntimeError):
 @dataclass
 class RunSpec:
     job_id: str
-    job_dir: Path  # holds inputs/ (ours), work/ (the tmpfs mount point), outputs/, nsjail.log
+    job_dir: Path  # holds inputs/ (ours) and outputs/
     environment: Path  # the venv bound at /venv
     argv: list[str]
     env: dict[str, str]
@@ -178,6 +179,9 @@ class Sandbox:
                 ", ".join(kept) or "none",
             )
         layout.prepare()
+        for scratch in layout.scratch:  # one tmpfs each, kept from an earlier run if still there
+            if not os.path.ismount(scratch):
+                workdir.mount_scratch(scratch)
         for directory in layout.proc.iterdir():  # plain files: nothing is mounted there
             shutil.rmtree(directory, ignore_errors=True)
         shutil.rmtree(layout.proc_shared, ignore_errors=True)  # written anew: the host may differ
@@ -199,6 +203,9 @@ class Sandbox:
         self.job_ids.release()
         left = workdir.mount_points_below(self.layout.work)
         kept = workdir.reap(self.layout.work)
+        if not kept:
+            for scratch in self.layout.scratch:
+                workdir.unmount(scratch)
         if left:
             logger.warning(
                 "unmounted %d work dir(s) left by jobs; still mounted: %s",
@@ -217,7 +224,7 @@ class Sandbox:
             "--config",
             str(POLICY),
             "--log",
-            str(spec.job_dir / "nsjail.log"),
+            str(self._nsjail_log(spec.job_id)),
             "--user",
             f"{inside}:{jail.uid}:1",
             "--group",
@@ -309,13 +316,17 @@ class Sandbox:
         """Once the jail has ended (in a thread): the result, with the outputs copied out unless
         the job was cancelled or never started; then `_cleanup`, whatever happened."""
         try:
-            log = (spec.job_dir / "nsjail.log").read_text(errors="replace")
+            log = self._nsjail_log(spec.job_id).read_text(errors="replace")
             result = _classify(spec, *ended, log, job_cgroup, full=workdir.is_full(work))
             if not stop.is_set() and result.failure != "sandbox_error":
                 copy_outputs(spec, work, result)
             return result
         finally:
             self._cleanup(spec.job_id, work)
+
+    def _nsjail_log(self, job_id: str) -> Path:
+        """nsjail's own log of the job: beside the job's /proc files, gone with them."""
+        return self.layout.proc / job_id / "nsjail.log"
 
     def _prepare(
         self, spec: RunSpec, work: Path, uid: int, opened: list[int]

@@ -54,8 +54,15 @@ class Layout:
 
     @property
     def proc(self) -> Path:
-        """Holds one directory per running job: the files that cover the host's /proc files."""
+        """Holds one directory per running job: the files that cover the host's /proc files, and
+        nsjail's log of the job."""
         return self.root / "proc"
+
+    @property
+    def scratch(self) -> tuple[Path, Path]:
+        """The directories that hold what comes and goes with every job: each is a tmpfs of the
+        sandbox's own while it runs (`workdir.mount_scratch`)."""
+        return self.work, self.proc
 
     @property
     def proc_shared(self) -> Path:

@@ -18,8 +18,8 @@ Kept as they are, because hiding them would gain nothing or break programs:
 - /proc/sys: the kernel's settings, read-only (the boot id below is covered);
 - /proc/net/sockstat: its socket and TCP memory counts are the host's, but /proc/net is a link to
   /proc/self/net, a different path for every process, so no bind could cover it for all of them;
-- /proc/self/cgroup names nsjail's own cgroup (`NSJAIL.<pid>`), so the job learns nsjail's host
-  PID, nothing more;
+- /proc/self/cgroup: on cgroup v2 it names nsjail's own cgroup (`NSJAIL.<pid>`), so the job
+  learns nsjail's host PID, nothing more (on v1 it is `/` for every controller);
 - sysinfo(2): no namespace covers it, and seccomp could only make it fail, which would break
   glibc's getloadavg() (Python's os.getloadavg) and sysconf(_SC_PHYS_PAGES), both answered from it.
   So the host's load averages, total and free RAM, uptime and process count stay readable there

@@ -19,21 +19,31 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-_MS_NOSUID, _MS_NODEV = 2, 4
+_MS_NOSUID, _MS_NODEV, _MS_NOEXEC = 2, 4, 8
 _MNT_DETACH = 2
 _libc = ctypes.CDLL(None, use_errno=True)
 CHUNK = 1 << 20
 
 
+def _mount(path: Path, flags: int, options: str) -> None:
+    if _libc.mount(b"tmpfs", os.fsencode(path), b"tmpfs", flags, options.encode()) != 0:
+        code = ctypes.get_errno()
+        raise OSError(code, f"mount tmpfs on {path}: {os.strerror(code)}")
+
+
 def mount_tmpfs(path: Path, size_bytes: int, inodes: int, owner: int) -> None:
     """A tmpfs at `path` whose root belongs to `owner` (the job's host uid and gid)."""
     options = f"size={size_bytes},nr_inodes={inodes},mode=0755,uid={owner},gid={owner}"
-    if (
-        _libc.mount(b"tmpfs", os.fsencode(path), b"tmpfs", _MS_NOSUID | _MS_NODEV, options.encode())
-        != 0
-    ):
-        code = ctypes.get_errno()
-        raise OSError(code, f"mount tmpfs on {path}: {os.strerror(code)}")
+    _mount(path, _MS_NOSUID | _MS_NODEV, options)
+
+
+def mount_scratch(path: Path) -> None:
+    """A small tmpfs at `path`, root's, that others may traverse but not list: for what comes and
+    goes with every job (work-dir mount points, the files covering /proc, nsjail's log), which
+    then never touches the host's disk. On this project's hosts (ext4 on a virtual disk) an rmdir
+    there took 1.7 ms and an unlink 1 ms, each job needing several; on a tmpfs, microseconds."""
+    options = "size=16m,nr_inodes=65536,mode=0711,uid=0,gid=0"
+    _mount(path, _MS_NOSUID | _MS_NODEV | _MS_NOEXEC, options)
 
 
 def unmount(path: Path) -> None:
