@@ -1,6 +1,7 @@
 """Faults of a cluster (real nodes, real nsjail, real redis-server): a node killed mid-job, a
 front end killed, the store stopped and started again, a rolling restart under load."""
 
+import asyncio
 import signal
 import threading
 import time
@@ -69,6 +70,20 @@ def unavailable(url: str, job: str) -> bool:
     return refused.status_code == 503 and refused.json()["error"] == "Cluster unavailable"
 
 
+def statuses(url: str, job: str, count: int) -> list[int]:
+    """The answers to `count` status requests sent at once (so they take several of the node's
+    connections to the store)."""
+
+    async def ask() -> list[int]:
+        async with httpx.AsyncClient(timeout=30) as client:
+            answers = await asyncio.gather(
+                *(client.get(f"{url}/status/{job}") for _ in range(count))
+            )
+        return [answer.status_code for answer in answers]
+
+    return asyncio.run(ask())
+
+
 def test_the_store_stopped_gives_503_then_every_node_recovers_by_itself(
     start_node, redis_server, state_dir
 ):
@@ -95,6 +110,10 @@ def test_the_store_stopped_gives_503_then_every_node_recovers_by_itself(
     record = wait_finished(front.url, job, timeout=60)
     assert record["status"] == "completed", record
     assert httpx.get(f"{front.url}/logs/{job}").text == "held\nreleased\n"
+    # Back means back: no request meets a connection made before the restart (each such
+    # connection answered one request with 503 Cluster unavailable).
+    for node in (worker, front):
+        assert set(statuses(node.url, job, 20)) == {200}
     again = submit(front.url, QUICK, {"entrypoint": "main.py"})
     assert again.status_code == 200, again.text
     assert wait_finished(worker.url, again.json()["job_id"])["status"] == "completed"

@@ -99,7 +99,15 @@ class Store:
             ) from None
         if not self.healthy:
             self.healthy, self.healthy_since = True, time.monotonic()
+            await self._drop_idle()
         return result
+
+    async def _drop_idle(self) -> None:
+        """Close the pooled connections not in use: made before an outage, they may be to a
+        store that has since restarted, and the first request to take one would fail (a 503
+        after the store is back). They reconnect when next taken."""
+        with contextlib.suppress(*_FAILURES):
+            await self.client.connection_pool.disconnect(inuse_connections=False)
 
     def _failed(self) -> None:
         self.healthy = False
