@@ -12,7 +12,15 @@ import pytest
 
 from jobrunner.sandbox.cgroups import Cgroups
 from jobrunner.sandbox.layout import Layout
-from support.jobclient import HELD, log_of, release, run_job, submit, wait_finished
+from support.jobclient import (
+    FORK_BOMB,
+    HELD,
+    log_of,
+    release,
+    run_job,
+    submit,
+    wait_finished,
+)
 from support.servers import wait_until
 
 
@@ -71,20 +79,7 @@ def test_every_process_of_a_job_is_held_by_its_pids_and_cpu_limits(server, state
 @v1_only  # on v2 nsjail sets the limit, as before, and the job's kernel memory counts too
 def test_a_job_still_runs_at_most_256_processes(server):
     # As test_sandbox.py's fork bomb: children that never end by themselves, and time enough.
-    code = """
-import os, signal
-children = 0
-try:
-    for _ in range(400):
-        if os.fork() == 0:
-            signal.pause()
-            os._exit(0)
-        children += 1
-except OSError as error:
-    print("fork refused after", children, "children:", error.strerror, flush=True)
-os._exit(0)
-"""
-    record = run_job(server.url, code, wait=240, timeout=180)
+    record = run_job(server.url, FORK_BOMB.format(tries=400), wait=240, timeout=180)
     log = log_of(server.url, record["job_id"])
     assert "fork refused after" in log, log[-500:]
     # The job's own Python and its 255 children: the jail's 256, as nsjail's limit had it.

@@ -10,7 +10,7 @@ import pytest
 
 from jobrunner.sandbox import ids
 from jobrunner.sandbox.layout import Layout
-from support.jobclient import log_of, run_job, submit, wait_finished
+from support.jobclient import FORK_BOMB, log_of, run_job, submit, wait_finished
 from support.servers import wait_until
 
 
@@ -236,20 +236,7 @@ def test_fork_bomb_is_bounded(server):
     # The time limit is far above what the job needs: under emulation (the cgroup v2 VM, TCG) 255
     # forks of Python and the jail's end took 10 s on a quiet host and over 20 s on a loaded one,
     # where a 20 s limit ended the job as `failed` (timeout).
-    code = """
-import os, signal
-children = 0
-try:
-    for _ in range(5000):
-        if os.fork() == 0:
-            signal.pause()
-            os._exit(0)
-        children += 1
-except OSError as error:
-    print("fork refused after", children, "children:", error.strerror, flush=True)
-os._exit(0)
-"""
-    record = run_job(server.url, code, wait=240, timeout=180)
+    record = run_job(server.url, FORK_BOMB.format(tries=5000), wait=240, timeout=180)
     log = log_of(server.url, record["job_id"])
     assert "fork refused after" in log, (record, log[-500:])
     children = int(log.split("fork refused after ")[1].split()[0])

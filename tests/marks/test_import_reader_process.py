@@ -35,8 +35,9 @@ def rows(path: Path) -> list[tuple]:
         store.close()
 
 
-def children() -> set[int]:
-    """The processes whose parent is this one (from /proc: Linux)."""
+def children(parent: int | None = None) -> set[int]:
+    """The processes whose parent is `parent` (this process by default), from /proc: Linux."""
+    parent = os.getpid() if parent is None else parent
     found = set()
     for name in os.listdir("/proc"):
         if name.isdigit():
@@ -44,7 +45,7 @@ def children() -> set[int]:
                 stat = Path(f"/proc/{name}/stat").read_text()
             except OSError:
                 continue
-            if int(stat.rsplit(")", 1)[1].split()[1]) == os.getpid():
+            if int(stat.rsplit(")", 1)[1].split()[1]) == parent:
                 found.add(int(name))
     return found
 
@@ -195,13 +196,8 @@ def test_a_reader_process_killed_mid_import_fails_it_and_changes_nothing(marks, 
 def _child_of(pid: int) -> int:
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
-        for name in os.listdir("/proc"):
-            if name.isdigit():
-                try:
-                    stat = Path(f"/proc/{name}/stat").read_text()
-                except OSError:
-                    continue
-                if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
-                    return int(name)
+        found = children(pid)
+        if found:
+            return min(found)
         time.sleep(0.02)
     raise AssertionError("the import started no reader process")

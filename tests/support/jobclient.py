@@ -88,6 +88,24 @@ HELD = (
 )
 
 
+# Forks until refused (at most `{tries}` times), printing how many children it had: the children
+# wait until they are killed, so none ends during the loop (which would give its pid back and
+# let the loop fork more), and the job completes only if they die with its jail.
+FORK_BOMB = """
+import os, signal
+children = 0
+try:
+    for _ in range({tries}):
+        if os.fork() == 0:
+            signal.pause()
+            os._exit(0)
+        children += 1
+except OSError as error:
+    print("fork refused after", children, "children:", error.strerror, flush=True)
+os._exit(0)
+"""
+
+
 def release(url: str, state: Path, job_id: str) -> None:
     """Let a HELD job end: once it runs, the file it waits for goes into its work dir."""
     from jobrunner.sandbox.layout import Layout
