@@ -81,8 +81,9 @@ def _file_version(store: Store, file: File) -> int:
                     del _by_file[key]
                 closing.close()
         _watchers.move_to_end(file)
-        version: int = watcher.execute("PRAGMA data_version").fetchone()[0]  # type: ignore[index]
-        return version
+        row = watcher.execute("PRAGMA data_version").fetchone()
+        assert row is not None  # a PRAGMA that reads a value always answers one row
+        return int(row[0])
 
 
 def _per_connection(store: Store, name: str, compute: Callable[[Store], T]) -> T:
