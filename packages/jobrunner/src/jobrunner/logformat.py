@@ -30,6 +30,7 @@ FIELDS = (
     "failure",
     "reason",
     "http_status",
+    "repeated",
 )
 _EXTRA = FIELDS[5:]  # the fields a call site may pass in `extra=`
 LogFormat = Literal["text", "json"]

@@ -6,7 +6,6 @@ a response for a refusal; it raises a `JobrunnerError` subclass and this table s
 
 import asyncio
 import contextlib
-import logging
 from collections.abc import Callable
 from typing import Any
 
@@ -16,10 +15,10 @@ from starlette.websockets import WebSocket
 
 from jobrunner import errors
 from jobrunner.metrics import Metrics
+from jobrunner.refusallog import RefusalLog
 from servekit import HTTPError
 from servekit import exception_handlers as servekit_handlers
 
-log = logging.getLogger("jobrunner")
 # Told of each refusal: the connection, the error, its `refusal_reason` and the HTTP status.
 OnRefusal = Callable[[HTTPConnection, errors.JobrunnerError, str, int], None]
 
@@ -68,24 +67,16 @@ def refusal_reason(error: errors.JobrunnerError) -> str | None:
 
 
 def refusal_recorder(metrics: Metrics, client: Callable[[HTTPConnection], str]) -> OnRefusal:
-    """What the worker and the pool do with a refusal: count it by reason and log it, the client
-    named by `client` (a pseudonym, see `logformat.client_key`)."""
+    """What the worker and the pool do with a refusal: count it by reason and log it (at most a
+    line per client and reason every few seconds, see `refusallog`), the client named by
+    `client` (a pseudonym, see `logformat.client_key`)."""
+    logged = RefusalLog()
 
     def refused(
         connection: HTTPConnection, error: errors.JobrunnerError, reason: str, status: int
     ) -> None:
         metrics.refused(reason)
-        log.info(
-            "request refused: %s (%d)",
-            reason,
-            status,
-            extra={
-                "event": "request.refused",
-                "client": client(connection),
-                "reason": reason,
-                "http_status": status,
-            },
-        )
+        logged(client(connection), reason, status)
 
     return refused
 
