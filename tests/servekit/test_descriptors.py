@@ -3,6 +3,7 @@
 import asyncio
 import errno
 import logging
+import os
 import resource
 
 from hypothesis import given
@@ -27,6 +28,18 @@ def test_this_process_is_not_running_low():
     count = descriptors.open_count()
     assert count is not None and 0 < count < resource.getrlimit(resource.RLIMIT_NOFILE)[0]
     assert not descriptors.running_low()
+
+
+def test_the_count_is_the_open_files_and_follows_them():
+    before = descriptors.open_count()
+    assert before == len(os.listdir("/proc/self/fd")) - 1  # the listing opened one more
+    files = [open(os.devnull) for _ in range(100)]  # noqa: SIM115 - held open on purpose
+    try:
+        assert descriptors.open_count() == before + 100
+    finally:
+        for handle in files:
+            handle.close()
+    assert descriptors.open_count() == before
 
 
 def test_an_accept_loop_out_of_files_is_reported_once_per_interval(caplog):
