@@ -14,6 +14,7 @@ from jobrunner.sandbox.cgroups import Cgroups
 from jobrunner.sandbox.layout import Layout
 from support.jobclient import (
     FORK_BOMB,
+    GENEROUS,
     HELD,
     log_of,
     release,
@@ -84,3 +85,17 @@ def test_a_job_still_runs_at_most_256_processes(server):
     assert "fork refused after" in log, log[-500:]
     # The job's own Python and its 255 children: the jail's 256, as nsjail's limit had it.
     assert int(log.split("fork refused after ")[1].split()[0]) == 255, log[-500:]
+
+
+def test_the_jobs_groups_weigh_as_many_processes_as_there_are_slots(start_server, state_dir):
+    """The scheduler weighs a cgroup as one task against what is beside it: at the default
+    weight every running job together got the CPU of one busy process of the server's."""
+    start_server(*GENEROUS, "--concurrency", "3")
+    cgroups = Cgroups.detect(Layout.for_state(state_dir / "s0").instance)
+    assert cgroups is not None
+    if cgroups.version == 2:
+        root, name, weight = cgroups.mounts["unified"], "cpu.weight", 300
+    else:
+        root, name, weight = cgroups.mounts["cpu"], "cpu.shares", 3 * 1024
+    assert int((root / cgroups.parent / name).read_text()) == weight
+    assert int((root / "jobrunner" / name).read_text()) >= weight

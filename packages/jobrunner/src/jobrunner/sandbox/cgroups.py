@@ -245,6 +245,7 @@ class Cgroups:
         self.instance = instance
         self.memsw = False
         self.tcp = False
+        self.slots = 1  # jobs run at once: the jobs' groups weigh as much as that many processes
 
     @classmethod
     def detect(cls, instance: str = "default") -> "Cgroups | None":
@@ -303,20 +304,39 @@ class Cgroups:
     def _instance_dirs(self) -> list[Path]:
         return [mount / self.parent for mount in self.mounts.values()]
 
-    def ensure_parents(self) -> None:
+    def ensure_parents(self, slots: int | None = None) -> None:
         """Create our parent cgroups (at start; they may vanish while we run: `create` makes
-        them again when it finds them gone)."""
+        them again when it finds them gone), weighted for `slots` jobs at once."""
+        if slots is not None:
+            self.slots = slots
         if self.version == 2:
             root = self.mounts["unified"]
             (root / self.parent).mkdir(parents=True, exist_ok=True)
             for directory in (root, root / ROOT, root / self.parent):
                 _write(directory / "cgroup.subtree_control", "+memory +pids +cpu")
-            return
-        for directory in self._instance_dirs():
-            directory.mkdir(parents=True, exist_ok=True)
-        memory = self.mounts["memory"] / self.parent
-        self.memsw = (memory / "memory.memsw.limit_in_bytes").exists()
-        self.tcp = (memory / "memory.kmem.tcp.limit_in_bytes").exists()
+        else:
+            for directory in self._instance_dirs():
+                directory.mkdir(parents=True, exist_ok=True)
+            memory = self.mounts["memory"] / self.parent
+            self.memsw = (memory / "memory.memsw.limit_in_bytes").exists()
+            self.tcp = (memory / "memory.kmem.tcp.limit_in_bytes").exists()
+        self._weigh_parents()
+
+    def _weigh_parents(self) -> None:
+        """The scheduler weighs a cgroup as one task against the processes and cgroups beside
+        it: at the default weight, all running jobs together got the CPU of one process when
+        the server's threads and anything else on the host were busy too. Our groups weigh as
+        `slots` processes (v1 `cpu.shares` 1024 each, v2 `cpu.weight` 100 each); the top
+        `jobrunner` group, shared by the host's servers, keeps the largest of their weights."""
+        if self.version == 2:
+            root, name, unit, most = self.mounts["unified"], "cpu.weight", 100, 10_000
+        else:
+            root, name, unit, most = self.mounts["cpu"], "cpu.shares", 1024, 262_144
+        ours = min(most, unit * max(1, self.slots))
+        with contextlib.suppress(OSError):  # a host that refuses keeps the default, as before
+            top = root / ROOT / name
+            _write(top, str(max(ours, _read_int(top) or 0)))
+            _write(root / self.parent / name, str(ours))
 
     def reap(self) -> int:
         """Kill and remove what an earlier run of this instance left (after a SIGKILL, say).

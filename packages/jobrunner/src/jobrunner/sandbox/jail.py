@@ -190,7 +190,7 @@ class Sandbox:
             job_ids = JobIds.claim(layout.ids, first, concurrency, size, subordinate)
         except ids.NoFreeIds as error:
             raise SandboxUnavailable(str(error)) from None
-        cgroups.ensure_parents()
+        cgroups.ensure_parents(concurrency)
         sandbox = cls(nsjail, cgroups, layout, Path(setpriv), job_ids, shared_proc_binds)
         sandbox.mode = mode
         return sandbox
