@@ -327,7 +327,10 @@ class Cgroups:
         if self.version == 2:
             leaf = directories[0] / "supervisor"
         else:
-            leaf = directories[CONTROLLERS.index("cpu")] / JAIL_LEAF
+            # By name: `mounts` is in the host's mount-table order, not CONTROLLERS' (by index,
+            # this named another controller's job dir on a host listing cpu first, and every
+            # teardown fell through to the search below).
+            leaf = self.mounts["cpu"] / self.parent / job_id / JAIL_LEAF
         with contextlib.suppress(OSError):  # only if empty, as below
             leaf.rmdir()
         # The usual end of a job: nsjail has ended, its jail with it, and (v2) it has removed the

@@ -1,0 +1,47 @@
+"""A job's teardown on the host's real cgroups (as root): an ended job's empty cgroups go with one
+`rmdir` each, with no search for processes, whatever order the host lists its controllers in."""
+
+import itertools
+import os
+
+import pytest
+
+from jobrunner.sandbox import cgroups as cgroups_module
+from jobrunner.sandbox.cgroups import CONTROLLERS, Cgroups
+
+
+def _detected() -> Cgroups:
+    found = Cgroups.detect(f"test-teardown-{os.getpid()}")
+    assert found is not None, "no cgroup controllers: the sandbox tests need them"
+    return found
+
+
+v1_only = pytest.mark.skipif(
+    _detected().version != 1, reason="the v1 layout: one cgroup per controller"
+)
+
+
+@v1_only
+@pytest.mark.parametrize("order", list(itertools.permutations(CONTROLLERS)))
+def test_an_ended_jobs_cgroups_are_removed_without_a_search(order, monkeypatch):
+    host = _detected()
+    # The mount table's order is the host's (this one lists cpu first); every order must do.
+    cgroups = Cgroups(1, {name: host.mounts[name] for name in order}, host.instance)
+    cgroups.ensure_parents()
+    searched: list[object] = []
+    real = cgroups_module._kill_and_remove
+
+    def recording(directories, version, wait=10.0):  # type: ignore[no-untyped-def]
+        searched.append(directories)
+        real(directories, version, wait)
+
+    try:
+        job = cgroups.create("ended-job", 64 * 2**20)
+        monkeypatch.setattr(cgroups_module, "_kill_and_remove", recording)
+        cgroups.remove("ended-job")  # no process ever entered: as after nsjail has ended
+        assert all(not directory.exists() for directory in job.dirs)
+        assert searched == [], "empty cgroups were searched for processes to kill"
+    finally:
+        monkeypatch.undo()
+        cgroups.reap()  # removes this instance's parents too
+        assert not any(directory.exists() for directory in cgroups._instance_dirs())
