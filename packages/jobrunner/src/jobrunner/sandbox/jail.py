@@ -371,8 +371,12 @@ class Sandbox:
             # stdout and stderr share one pipe, so the log keeps the order they were written in.
             # Started from the event loop's thread on purpose: the death signal fires when the
             # thread that started the child ends, and this one lives as long as the server.
+            # An empty environment: every path in the command is absolute, the job's variables
+            # are nsjail's `--env` flags (policy.cfg: keep_env false), and none of the server's
+            # reaches the wrappers (with its LANG, setpriv read 12 locale files every job).
             process = subprocess.Popen(
                 self.command(spec, job_cgroup, jail),
+                env={},
                 stdin=subprocess.DEVNULL if jail.stdin is None else jail.stdin,
                 stdout=write_fd,
                 stderr=write_fd,
