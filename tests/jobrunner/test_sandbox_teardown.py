@@ -3,6 +3,7 @@
 
 import itertools
 import os
+from pathlib import Path
 
 import pytest
 
@@ -31,7 +32,7 @@ def test_an_ended_jobs_cgroups_are_removed_without_a_search(order, monkeypatch):
     searched: list[object] = []
     real = cgroups_module._kill_and_remove
 
-    def recording(directories, version, wait=10.0):  # type: ignore[no-untyped-def]
+    def recording(directories: list[Path], version: int, wait: float = 10.0) -> None:
         searched.append(directories)
         real(directories, version, wait)
 

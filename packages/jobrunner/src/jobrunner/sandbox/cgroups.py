@@ -56,13 +56,31 @@ def _own_cgroup() -> str:
 
 
 def _write(path: Path, value: str) -> None:
-    with open(path, "w") as handle:
-        handle.write(value)
+    """One write to a control file. Plain descriptors, not `open()`'s text stack: a job's set-up
+    and samples make a dozen of these, and `open()` added an fstat, an ioctl and an lseek to each
+    (the kernel applies or refuses a control-file write whole, so one `write` is all of it)."""
+    fd = os.open(path, os.O_WRONLY | os.O_CLOEXEC)
+    try:
+        os.write(fd, value.encode())
+    finally:
+        os.close(fd)
+
+
+def _read(path: Path) -> str:
+    """A control file's (small) contents, read as `_write` writes."""
+    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        chunks = []
+        while chunk := os.read(fd, 65536):
+            chunks.append(chunk)
+    finally:
+        os.close(fd)
+    return b"".join(chunks).decode()
 
 
 def _read_int(path: Path) -> int | None:
     try:
-        return int(path.read_text().split()[0])
+        return int(_read(path).split()[0])
     except (OSError, ValueError, IndexError):
         return None
 
@@ -72,7 +90,7 @@ def _process_cpu_times(pids: Iterator[int]) -> tuple[float, float]:
     user = system = 0
     for pid in pids:
         try:
-            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+            fields = _read(Path(f"/proc/{pid}/stat")).rsplit(")", 1)[1].split()
         except (OSError, IndexError):
             continue  # the process ended meanwhile
         # utime, stime, cutime, cstime (fields 14 to 17 of proc(5); state is field 3)
@@ -101,7 +119,7 @@ def _pids_below(directories: list[Path]) -> Iterator[int]:
     for directory in directories:
         for cgroup in _cgroups_below(directory):
             try:
-                yield from (int(pid) for pid in (cgroup / "cgroup.procs").read_text().split())
+                yield from (int(pid) for pid in _read(cgroup / "cgroup.procs").split())
             except OSError:
                 continue
 
@@ -185,7 +203,7 @@ class JobCgroup:
         total = 0
         for cgroup in _cgroups_below(pids_dir):
             with contextlib.suppress(OSError, ValueError):
-                for line in (cgroup / "pids.events").read_text().splitlines():
+                for line in _read(cgroup / "pids.events").splitlines():
                     key, _, value = line.partition(" ")
                     total += int(value) if key == "max" else 0
         return total

@@ -352,7 +352,10 @@ class Sandbox:
             self.cgroups.remove(job_id)
         finally:
             workdir.unmount(work)
-            shutil.rmtree(work, ignore_errors=True)
+            try:
+                work.rmdir()  # the usual case: an empty mount point once the tmpfs is gone
+            except OSError:  # never mounted, or still is: whatever is there goes
+                shutil.rmtree(work, ignore_errors=True)
             shutil.rmtree(self.layout.proc / job_id, ignore_errors=True)
 
     async def _execute(
