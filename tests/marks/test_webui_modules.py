@@ -1,7 +1,7 @@
 """The web UI's page names every ES module the first list needs (`<link rel="modulepreload">`),
 so the browser fetches them at once instead of one level of imports after another, and nothing
-else: the sidebar's views are imported after the first list, and asks for them with the page
-would queue the list's request behind them (a browser opens 6 connections to a server)."""
+else: the sidebar's views are imported after the first list, and asked for with the page they
+queued the list's request behind them (a browser opens 6 connections to a server)."""
 
 import re
 from pathlib import Path
