@@ -12,6 +12,7 @@ import pytest
 
 from support.browserui import BROWSERS, expect, launch
 from support.marksserve import Served, start_marks
+from support.servers import wait_until
 
 
 @pytest.fixture(scope="module", params=BROWSERS)
@@ -290,6 +291,23 @@ def test_bulk_tag_import_and_export(ui, tmp_path):
     saved = tmp_path / "export.json"
     waiting.value.save_as(saved)
     assert len(json.loads(saved.read_text())) == 6
+
+
+def test_the_first_list_is_asked_for_once_and_shown(ui):
+    # first.js asks for the list's first page while the modules load and app.js shows that
+    # answer: the server sees one request for it, and the page shows its bookmarks.
+    seed(ui.served)
+    before = len(ui.served.process.lines)
+    ui.open()
+    assert sorted(ui.showing("All bookmarks")) == [
+        "Cooking pasta", "No tags here", "Python docs", "Rust book"]  # fmt: skip
+    ui.page.locator("#view-tags li").first.wait_for()  # the sidebar (after the list) is there too
+    lines = ui.served.process.lines
+    # The access log's line comes after the answer; the sidebar's tag tree is asked after the list.
+    assert wait_until(lambda: any('"GET /tags?tree=1 ' in line for line in lines[before:]))
+    asked = [line for line in lines[before:] if '"GET /bookmarks?' in line]
+    assert len(asked) == 1 and "limit=50&offset=0" in asked[0], asked
+    ui.shot("first-list")
 
 
 def test_the_ui_asks_for_the_token_once_when_the_server_needs_one(browser, tmp_path):

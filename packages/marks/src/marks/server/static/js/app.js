@@ -51,13 +51,20 @@ const ui = {
   },
 };
 
-// The sidebar's views are imported after the first list: imported at the top, app.js (and the
-// list's request) waited until all seven were fetched and run.
+// The sidebar's views are imported (and fetched: index.html does not preload them) after the first
+// list: imported at the top, app.js (and the list's request) waited until all seven were fetched
+// and run.
 let views = null;
 
 async function renderSidebar() {
-  views ??= (await import("../views/index.js")).default;
   const nav = $("#sidebar");
+  try {
+    views ??= (await import("../views/index.js")).default;
+  } catch (error) {
+    // Not fetched: the server went away, or the page is being left (a reload while they load).
+    nav.replaceChildren(h("p", { class: "count" }, error.message));
+    return;
+  }
   const sections = [];
   for (const view of views) {
     const section = h("section", { id: `view-${view.id}` }, h("h3", {}, view.title));
