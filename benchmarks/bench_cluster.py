@@ -135,18 +135,21 @@ def submit_p50(url: str, rounds: int = 40) -> float:
 
 
 RECORD = b"x" * 700  # a status record's size, about
-PROCESSES = 4  # the simulated nodes are spread over processes, as nodes are
+PROCESSES = int(
+    os.environ.get("JR_NODE_PROCS", "4")
+)  # the simulated nodes are spread over processes, as nodes are
 FEEDERS = 8  # submits in flight at once: the front ends the benchmark plays
+FEED_PROCESSES = int(os.environ.get("JR_FEED_PROCS", "1"))
 
 
-def _feed(url: str, jobs: int, go: Any) -> None:
+def _feed(url: str, jobs: int, go: Any, k: int = 0) -> None:
     """Front ends: FEEDERS submits in flight at once, each one enqueue (the script a front end
     runs), until `jobs` are queued."""
 
     async def feed() -> None:
         store = Store(connect(url))
         queue = ClusterQueue(store)
-        numbers = iter(range(jobs))
+        numbers = iter(range(k, jobs, FEED_PROCESSES))
 
         async def front_end() -> None:
             for n in numbers:
@@ -154,8 +157,9 @@ def _feed(url: str, jobs: int, go: Any) -> None:
                 await queue.enqueue(job, f"c{n % 10}", RECORD, "h", b"u" * 200, "ip", 10**6, 10**9)
 
         go.wait()
-        await asyncio.gather(*(front_end() for _ in range(FEEDERS)))
-        await store.client.set("jr:bench-fed", b"1")
+        await asyncio.gather(*(front_end() for _ in range(FEEDERS // FEED_PROCESSES)))
+        if await store.client.incr("jr:bench-feeders-done") == FEED_PROCESSES:
+            await store.client.set("jr:bench-fed", b"1")
         await store.close()
 
     asyncio.run(feed())
@@ -218,14 +222,17 @@ def queue_throughput(redis: RedisServer, jobs: int = 10_000, nodes: int = 100) -
         multiprocessing.Process(target=_nodes, args=(redis.url, names[k::PROCESSES], go, ends))
         for k in range(PROCESSES)
     ]
-    feeder = multiprocessing.Process(target=_feed, args=(redis.url, jobs, go))
-    for process in [feeder, *workers]:
+    feeders = [
+        multiprocessing.Process(target=_feed, args=(redis.url, jobs, go, k))
+        for k in range(FEED_PROCESSES)
+    ]
+    for process in [*feeders, *workers]:
         process.start()
     time.sleep(2)  # every process has imported and connected
     started = time.monotonic()
     go.set()
     last = max(ends.get(timeout=600) for _ in workers)
-    for process in [feeder, *workers]:
+    for process in [*feeders, *workers]:
         process.join(600)
     finished = int(redis.cli("EVAL", "return #redis.call('KEYS', 'jr:job:*')", "0"))
     return finished / (last - started)

@@ -89,7 +89,10 @@ class Store:
     async def call(self, work: Awaitable[T], probe: bool = False) -> T:
         """`work`'s result, or ClusterUnavailable if the store cannot be reached in time."""
         try:
-            async with asyncio.timeout(PROBE_TIMEOUT if probe else REQUEST_TIMEOUT):
+            if probe:
+                async with asyncio.timeout(PROBE_TIMEOUT):
+                    result = await work
+            else:  # bounded by the client's own timeouts (connect, pool, each read and write)
                 result = await work
         except _FAILURES as error:
             if probe or not isinstance(error, (*_TIMEOUTS, redis_errors.MaxConnectionsError)):
