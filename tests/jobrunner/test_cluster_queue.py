@@ -210,3 +210,29 @@ def test_a_wake_up_taken_is_not_handed_out_again(redis_server):
             await store.close()
 
     asyncio.run(scenario())
+
+
+def test_the_scripts_are_loaded_again_after_the_store_forgot_them(redis_server):
+    """The queue calls its scripts by digest alone: a store that has lost them (restarted, or
+    flushed by its operator) answers NOSCRIPT, and the script is loaded again and run once."""
+    redis_server.cli("FLUSHALL")
+    redis_server.cli("SADD", "jr:allowed", "n1")
+
+    async def scenario() -> None:
+        store = Store(connect(redis_server.url))
+        queue = ClusterQueue(store)
+        try:
+            await queue.enqueue("job1xxxxxxxxxxxxxxxx", "a", b"{}", "h", b"u", "ip", 10, 10**6)
+            redis_server.cli("SCRIPT", "FLUSH")
+            claimed = await queue.claim("n1", "http://n1")
+            assert claimed is not None and claimed.job_id == "job1xxxxxxxxxxxxxxxx"
+            assert claimed.upload == b"u"
+            redis_server.cli("SCRIPT", "FLUSH")
+            assert await queue.start(claimed.job_id, "n1", b"{}")
+            assert await queue.finish(claimed.job_id, "n1", b"{}")
+            assert not await queue.finish(claimed.job_id, "n1", b"{}")  # once only
+            assert (await queue.job(claimed.job_id))["state"] == b"finished"
+        finally:
+            await store.close()
+
+    asyncio.run(scenario())
