@@ -4,8 +4,10 @@ start, finish, cancel, a node lost, the store restarted."""
 
 import asyncio
 from collections import deque
+from typing import Any
 
 import pytest
+import redis.asyncio as aioredis
 from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import (
@@ -206,6 +208,57 @@ def test_a_wake_up_taken_is_not_handed_out_again(redis_server):
             second = await queue.claim("n2", "http://n2")  # a busy node's next claim
             assert second is not None and second.job_id == "job2xxxxxxxxxxxxxxxx"
             assert int(redis_server.cli("LLEN", "jr:wake")) == 0  # nobody woken for nothing
+        finally:
+            await store.close()
+
+    asyncio.run(scenario())
+
+
+def test_the_scripts_are_loaded_again_after_the_store_forgot_them(redis_server):
+    """The queue calls its scripts by digest alone: a store that has lost them (restarted, or
+    flushed by its operator) answers NOSCRIPT, and the script is loaded again and run once."""
+    redis_server.cli("FLUSHALL")
+    redis_server.cli("SADD", "jr:allowed", "n1")
+
+    async def scenario() -> None:
+        store = Store(connect(redis_server.url))
+        queue = ClusterQueue(store)
+        try:
+            await queue.enqueue("job1xxxxxxxxxxxxxxxx", "a", b"{}", "h", b"u", "ip", 10, 10**6)
+            redis_server.cli("SCRIPT", "FLUSH")
+            claimed = await queue.claim("n1", "http://n1")
+            assert claimed is not None and claimed.job_id == "job1xxxxxxxxxxxxxxxx"
+            assert claimed.upload == b"u"
+            redis_server.cli("SCRIPT", "FLUSH")
+            assert await queue.start(claimed.job_id, "n1", b"{}")
+            assert await queue.finish(claimed.job_id, "n1", b"{}")
+            assert not await queue.finish(claimed.job_id, "n1", b"{}")  # once only
+            assert (await queue.job(claimed.job_id))["state"] == b"finished"
+        finally:
+            await store.close()
+
+    asyncio.run(scenario())
+
+
+def test_a_request_that_waited_out_the_pool_is_no_outage(redis_server):
+    """A request that finds every pooled connection busy for the pool's whole wait fails alone
+    (503 for that request): the store answers, so the node must not take it as down (which
+    would answer 503 to every request for a while)."""
+    redis_server.cli("FLUSHALL")
+
+    async def scenario() -> None:
+        pool = aioredis.BlockingConnectionPool.from_url(
+            redis_server.url, max_connections=1, timeout=0.2, socket_timeout=5
+        )
+        store = Store(aioredis.Redis.from_pool(pool))
+        try:
+            client: Any = store.client
+            held = asyncio.ensure_future(store.call(client.blpop(["jr:nothing"], timeout=2)))
+            await asyncio.sleep(0)  # the BLPOP holds the only connection
+            with pytest.raises(errors.ClusterUnavailable):
+                await store.call(client.ping())
+            assert store.healthy
+            assert await held is None
         finally:
             await store.close()
 

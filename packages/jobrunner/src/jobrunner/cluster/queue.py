@@ -15,6 +15,8 @@ import contextlib
 from dataclasses import dataclass
 from typing import Any
 
+from redis import exceptions as redis_errors
+
 from jobrunner.cluster.limits import CPU_LEDGER
 from jobrunner.cluster.store import Store, text
 
@@ -290,7 +292,18 @@ class ClusterQueue:
         self._position = register(_PRELUDE + _POSITION)
 
     async def _run(self, script: Any, *args: Any) -> Any:
-        return await self.store.call(script(args=[self.store.prefix, *args]))
+        return await self.store.call(self._evalsha(script, args))
+
+    async def _evalsha(self, script: Any, args: tuple[Any, ...]) -> Any:
+        """The script by its digest (no script text per call, and none of redis-py's `Script`
+        layer: this is the hot path of every job); loaded again if the store forgot it (a
+        restarted store has no scripts)."""
+        client: Any = self.store.client
+        try:
+            return await client.evalsha(script.sha, 0, self.store.prefix, *args)
+        except redis_errors.NoScriptError:
+            script.sha = await client.script_load(script.script)
+            return await client.evalsha(script.sha, 0, self.store.prefix, *args)
 
     async def enqueue(
         self,

@@ -72,6 +72,13 @@ def connect(url: str) -> "aioredis.Redis":
     return aioredis.Redis.from_pool(pool)
 
 
+def _waited_out(error: BaseException) -> bool:
+    """A request that timed out, or found no free connection in the pool's whole wait (redis-py
+    says `ConnectionError` then, caused by a timeout): it fails alone, the store is not down."""
+    waited = (*_TIMEOUTS, redis_errors.MaxConnectionsError)
+    return isinstance(error, waited) or isinstance(error.__cause__, TimeoutError)
+
+
 class Store:
     """The client and its health: `healthy` is False from a failed probe (or a refused
     connection) until a request succeeds again."""
@@ -89,10 +96,13 @@ class Store:
     async def call(self, work: Awaitable[T], probe: bool = False) -> T:
         """`work`'s result, or ClusterUnavailable if the store cannot be reached in time."""
         try:
-            async with asyncio.timeout(PROBE_TIMEOUT if probe else REQUEST_TIMEOUT):
+            if probe:
+                async with asyncio.timeout(PROBE_TIMEOUT):
+                    result = await work
+            else:  # bounded by the client's own timeouts (connect, pool, each read and write)
                 result = await work
         except _FAILURES as error:
-            if probe or not isinstance(error, (*_TIMEOUTS, redis_errors.MaxConnectionsError)):
+            if probe or not _waited_out(error):
                 self._failed()
             raise errors.ClusterUnavailable(
                 f"the cluster's store does not answer ({type(error).__name__})"
