@@ -64,13 +64,18 @@ class ClusterIntake(Claiming):
         """Check the upload as the embedded mode does (unpacked into the job's directory), then
         queue it, as received, in the store."""
         job_dir = self.jobs_dir / new_job_id()
+        # Without a free slot now, the node will not run this job: its files are only checked
+        # (removed in the unpacking's own thread, one trip to a thread as in the embedded mode).
+        scratch = not self._free_slot()
         kept = False  # the checked files became the job this node runs
         try:
             raw = [(part.filename, await _read(part.file)) for part in parts]
             checked = [uploads.UploadPart(name, io.BytesIO(data)) for name, data in raw]
-            job = await self._accept(client, manifest_text, checked, job_dir, deadline)
+            job = await self._accept(
+                client, manifest_text, checked, job_dir, deadline, keep=not scratch
+            )
             upload = msgspec.msgpack.encode(Upload(client, manifest_text, raw))
-            position, kept = await self._queue(job, reservation, upload)
+            position, kept = await self._queue(job, reservation, upload, scratch)
         except QueueFull:
             await self.cancel_reservation(reservation)
             raise errors.queue_full(self.settings.max_queue) from None
@@ -78,18 +83,22 @@ class ClusterIntake(Claiming):
             await self.cancel_reservation(reservation)
             raise
         finally:
-            if not kept:  # removed while the answer goes out
+            if not (kept or scratch):  # removed while the answer goes out
                 self._spawn(_removed(job_dir), f"scratch-{job_dir.name}")
         self.metrics.accepted.inc()
         log.info("job %s accepted into the cluster queue", job.id)
         return SubmitResult(job.id, "queued", position, job.job_hash)
 
-    async def _queue(self, job: Job, reservation: Reservation, upload: bytes) -> tuple[int, bool]:
+    async def _queue(
+        self, job: Job, reservation: Reservation, upload: bytes, scratch: bool
+    ) -> tuple[int, bool]:
         """Queue the job; with a free slot, claim the cluster's next job in the same call (a
         pull, as the claimer's: the job due first, which may be another) and run it. The job's
-        position, and whether this node runs it from the files just checked."""
+        position, and whether this node runs it from the files just checked. A node that had
+        no free slot when the upload came (`scratch`: the files are gone) claims nothing here:
+        a slot freed meanwhile claims by itself."""
         s = self.settings
-        taking = self._free_slot()
+        taking = not scratch and self._free_slot()
         if taking:
             self.taken += 1  # held while asking, as `_claim_one` does
         claimed: Claimed | None = None
