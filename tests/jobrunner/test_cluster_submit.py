@@ -16,7 +16,7 @@ from jobrunner.cluster.limits import ClusterLimits, Reservation
 from jobrunner.cluster.queue import ClusterQueue
 from jobrunner.cluster.store import Store
 from jobrunner.ratelimit import Limits
-from support.jobclient import run_job, submit, worker_key
+from support.jobclient import submit, wait_finished, worker_key
 from support.redisserver import Monitor
 from support.servers import wait_until
 
@@ -85,11 +85,15 @@ def test_the_queue_bound_holds_with_submits_at_once_from_two_front_ends(start_no
 
 def test_a_node_with_a_free_slot_runs_the_job_it_was_sent(start_node):
     """It claims in the very call that queues the job, before any idle node can wake for it;
-    the others stay idle. One job at a time, so that its slot is always free."""
+    the others stay idle. One job at a time, so that its slot is free at each submit: the next
+    is sent once the idle node reads the job as finished (its final record is in the store, and
+    the slot given back)."""
     sent_to = start_node(concurrency=1)
-    start_node(concurrency=1)  # idle, waiting for the queue's wake-up
+    idle = start_node(concurrency=1)  # waiting for the queue's wake-up
     for _ in range(6):
-        record = run_job(sent_to.url, "print('here')")
+        answer = submit(sent_to.url, {"main.py": "print('here')"}, {"entrypoint": "main.py"})
+        assert answer.status_code == 200, answer.text
+        record = wait_finished(idle.url, answer.json()["job_id"])
         assert record["status"] == "completed", record
         assert record["worker_metadata"]["worker_id"] == worker_key(sent_to.url)
 
