@@ -20,7 +20,7 @@ from hypothesis.stateful import (
 )
 
 from jobrunner import errors
-from jobrunner.cluster.queue import ClusterQueue, NotAllowed, QueueFull
+from jobrunner.cluster.queue import Claimed, ClusterQueue, NotAllowed, QueueFull
 from jobrunner.cluster.store import Store, connect
 
 CLIENTS = ("a", "b", "c")
@@ -73,13 +73,43 @@ class QueueMachine(RuleBasedStateMachine):
         self.uploads[job] = upload
         assert 1 <= position <= self.total_queued()
 
+    @rule(client=st.sampled_from(CLIENTS), size=st.integers(0, 64), node=st.sampled_from(NODES))
+    def submit_and_claim(self, client: str, size: int, node: str) -> None:
+        """What a node with a free slot does with a submit: the job queued and the cluster's
+        next job claimed in the same call (a stranger's claim takes nothing)."""
+        self.count += 1
+        job = f"job{self.count:04d}xxxxxxxxxxxx"
+        upload = bytes([self.count % 256]) * size
+        try:
+            position, claimed = self.run(
+                self.queue.enqueue_and_claim(
+                    job, client, b"{}", "h", upload, "ip", MAX_QUEUE, 10**6, node, f"http://{node}"
+                )
+            )
+        except QueueFull:
+            assert self.total_queued() >= MAX_QUEUE
+            return
+        assert self.total_queued() < MAX_QUEUE
+        self.queued[client].append(job)
+        self.uploads[job] = upload
+        assert 1 <= position <= self.total_queued()
+        if node == "stranger":
+            assert claimed is None
+            return
+        # The node holds the upload of the job it submitted: the store does not send it back.
+        self.claimed_as_modelled(node, claimed, b"" if claimed and claimed.job_id == job else None)
+
     @rule(node=st.sampled_from(NODES))
     def claim(self, node: str) -> None:
         if node == "stranger":
             with pytest.raises(NotAllowed):
                 self.run(self.queue.claim(node, f"http://{node}"))
             return
-        claimed = self.run(self.queue.claim(node, f"http://{node}"))
+        self.claimed_as_modelled(node, self.run(self.queue.claim(node, f"http://{node}")))
+
+    def claimed_as_modelled(
+        self, node: str, claimed: Claimed | None, upload: bytes | None = None
+    ) -> None:
         if not self.total_queued():
             assert claimed is None
             return
@@ -87,7 +117,7 @@ class QueueMachine(RuleBasedStateMachine):
         # First in first out within a client: it was the head of its client's queue.
         assert self.queued[claimed.client][0] == claimed.job_id
         self.queued[claimed.client].popleft()
-        assert claimed.upload == self.uploads[claimed.job_id]
+        assert claimed.upload == (self.uploads[claimed.job_id] if upload is None else upload)
         self.claimed[claimed.job_id] = node
 
     @rule()

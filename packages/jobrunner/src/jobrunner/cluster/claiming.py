@@ -7,7 +7,6 @@ other nodes): this is the one part that runs jobs on this node.
 """
 
 import asyncio
-import contextlib
 import io
 import logging
 import shutil
@@ -77,23 +76,23 @@ class Claiming(ClusterState):
         self.taken -= 1
         self._slot_freed.set()
 
-    async def _claim_after_submit(self) -> None:
-        """A node that has just queued a job and has a free slot claims at once (the job, or
-        the one due before it), without waiting for the wake-up to reach an idle node."""
-        if self._free_slot():
-            with contextlib.suppress(errors.ClusterUnavailable, NotAllowed):
-                await self._claim_one()
+    def _took(self, claimed: Claimed, unpacked: Job | None = None) -> None:
+        """Run a job claimed into a slot already counted in `taken`. `unpacked`: the job as
+        this node's submit checked it, its files in place (its upload is not unpacked again)."""
+        if unpacked is not None:
+            self._adopt(unpacked)
+        self._spawn(self._take(claimed, unpacked), f"job-{claimed.job_id}")
 
-    def _took(self, claimed: Claimed) -> None:
-        """Run a job claimed into a slot already counted in `taken`."""
-        self._spawn(self._take(claimed), f"job-{claimed.job_id}")
-        self._changed(claimed.job_id)  # a status request waiting here now follows it locally
+    def _adopt(self, job: Job) -> None:
+        job.queued_at = self.clock()
+        self.jobs[job.id] = job
+        self._changed(job.id)  # a status request waiting here now follows it locally
 
-    async def _take(self, claimed: Claimed) -> None:
-        job: Job | None = None
+    async def _take(self, claimed: Claimed, unpacked: Job | None) -> None:
+        job = unpacked
         try:
-            queued = decode_status(claimed.record)
-            job = await self._unpack_claimed(claimed, queued)
+            if job is None:
+                job = await self._unpack_claimed(claimed, decode_status(claimed.record))
             if job is None:
                 return
             if not self.environments.built(job.manifest.environment):
@@ -170,6 +169,5 @@ class Claiming(ClusterState):
             await self._persist(lambda: self.logs.end(claimed.job_id, "failed"))
             return None
         job.created_at = queued.created_at
-        job.queued_at = self.clock()
-        self.jobs[job.id] = job
+        self._adopt(job)
         return job

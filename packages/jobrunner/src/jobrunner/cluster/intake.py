@@ -1,8 +1,9 @@
 """A cluster node's submit path: the client admitted against the cluster's limits and queue, the
 upload checked as the embedded mode checks it, then queued as received in the store.
 
-Separate from claiming, which unpacks and runs what was queued; a node with a free slot claims at
-once after its own submit (`_claim_after_submit`), hence the mixin over `Claiming`.
+Separate from claiming, which unpacks and runs what was queued; a node with a free slot claims
+the cluster's next job in the very call that queues the submitted one, and runs it from the
+files it has just checked if that is this job (hence the mixin over `Claiming`).
 """
 
 import asyncio
@@ -10,28 +11,40 @@ import contextlib
 import io
 import logging
 import shutil
+from pathlib import Path
+from typing import BinaryIO
 
 import msgspec
 
 from jobrunner import errors, uploads
 from jobrunner.cluster.claiming import Claiming, Upload
 from jobrunner.cluster.limits import Reservation
-from jobrunner.cluster.queue import QueueFull
-from jobrunner.jobs import new_job_id
+from jobrunner.cluster.queue import Claimed, QueueFull
+from jobrunner.jobs import Job, new_job_id
 from jobrunner.wire import SubmitResult
 
 log = logging.getLogger("jobrunner.cluster")
 _encode = msgspec.json.encode
+# A part up to this size is read in the event loop: starlette keeps parts of up to 1 MiB in
+# memory, and a read from memory (or the page cache) costs less than a trip to a thread.
+INLINE_READ = 256 * 1024
+
+
+async def _read(file: BinaryIO) -> bytes:
+    size = file.seek(0, io.SEEK_END)
+    file.seek(0)
+    if size <= INLINE_READ:
+        return file.read()
+    return await asyncio.to_thread(file.read)
 
 
 class ClusterIntake(Claiming):
     async def admit_cluster(self, client: str) -> Reservation:
+        """The queue's bound and the client's limits, checked in one call to the store."""
         self.store.check()
         if not self.accepting:
             raise errors.shutting_down()
-        if await self.cq.length() >= self.settings.max_queue:
-            raise errors.queue_full(self.settings.max_queue)
-        reservation = await self.climits.reserve(client)
+        reservation = await self.climits.reserve(client, self.settings.max_queue)
         if not isinstance(reservation, Reservation):
             raise errors.rate_limited(reservation)
         return reservation
@@ -48,35 +61,69 @@ class ClusterIntake(Claiming):
         reservation: Reservation,
         deadline: float,
     ) -> SubmitResult:
-        """Check the upload as the embedded mode does, then queue it, as received, in the store."""
+        """Check the upload as the embedded mode does (unpacked into the job's directory), then
+        queue it, as received, in the store."""
+        job_dir = self.jobs_dir / new_job_id()
+        # Without a free slot now, the node will not run this job: its files are only checked
+        # (removed in the unpacking's own thread, one trip to a thread as in the embedded mode).
+        scratch = not self._free_slot()
+        kept = False  # the checked files became the job this node runs
         try:
-            raw = [(part.filename, await asyncio.to_thread(part.file.read)) for part in parts]
+            raw = [(part.filename, await _read(part.file)) for part in parts]
             checked = [uploads.UploadPart(name, io.BytesIO(data)) for name, data in raw]
-            job_dir = self.jobs_dir / new_job_id()
-            try:
-                job = await self._accept(client, manifest_text, checked, job_dir, deadline)
-            finally:
-                await asyncio.to_thread(shutil.rmtree, job_dir, True)
-            record = _encode(self._record(job))
-            upload = msgspec.msgpack.encode(Upload(client, manifest_text, raw))
-            s = self.settings
-            position = await self.cq.enqueue(
-                job.id,
-                reservation.key,
-                record,
-                job.job_hash,
-                upload,
-                client,
-                s.max_queue,
-                s.cluster_upload_mb * 2**20,
+            job = await self._accept(
+                client, manifest_text, checked, job_dir, deadline, keep=not scratch
             )
+            upload = msgspec.msgpack.encode(Upload(client, manifest_text, raw))
+            position, kept = await self._queue(job, reservation, upload, scratch)
         except QueueFull:
             await self.cancel_reservation(reservation)
             raise errors.queue_full(self.settings.max_queue) from None
         except BaseException:
             await self.cancel_reservation(reservation)
             raise
+        finally:
+            if not (kept or scratch):  # removed while the answer goes out
+                self._spawn(_removed(job_dir), f"scratch-{job_dir.name}")
         self.metrics.accepted.inc()
-        self._spawn(self._claim_after_submit(), "claim-after-submit")
         log.info("job %s accepted into the cluster queue", job.id)
         return SubmitResult(job.id, "queued", position, job.job_hash)
+
+    async def _queue(
+        self, job: Job, reservation: Reservation, upload: bytes, scratch: bool
+    ) -> tuple[int, bool]:
+        """Queue the job; with a free slot, claim the cluster's next job in the same call (a
+        pull, as the claimer's: the job due first, which may be another) and run it. The job's
+        position, and whether this node runs it from the files just checked. A node that had
+        no free slot when the upload came (`scratch`: the files are gone) claims nothing here:
+        a slot freed meanwhile claims by itself."""
+        s = self.settings
+        taking = not scratch and self._free_slot()
+        if taking:
+            self.taken += 1  # held while asking, as `_claim_one` does
+        claimed: Claimed | None = None
+        try:
+            position, claimed = await self.cq.enqueue_and_claim(
+                job.id,
+                reservation.key,
+                _encode(self._record(job)),
+                job.job_hash,
+                upload,
+                job.client,
+                s.max_queue,
+                s.cluster_upload_mb * 2**20,
+                self.node_id,
+                self.advertise if taking else "",
+            )
+        finally:
+            if taking and claimed is None:
+                self._give_slot_back()
+        if claimed is None:
+            return position, False
+        own = claimed.job_id == job.id
+        self._took(claimed, job if own else None)
+        return position, own
+
+
+async def _removed(folder: Path) -> None:
+    await asyncio.to_thread(shutil.rmtree, folder, True)

@@ -8,11 +8,17 @@ client with thousands of submits in its hour costs a submit no more than one wit
 Counted here: concurrent jobs (accepted, not finished), accepted submits per hour, CPU seconds per
 window (a job's CPU counts when it ends; the CPU of unpacking an upload when it is unpacked).
 Streams open at once stay per node (a stream is a connection to that node).
+
+A reservation also checks the cluster queue's bound (`--max-queue`) in the same script, before
+the client's slot is taken: a submit asks the store once before its upload is read, and a full
+queue is refused before the client's limits, as in the embedded mode. The bound is checked
+again, atomically, when the job is queued (`queue.py`): uploads admitted together may fill it.
 """
 
 import secrets
 from dataclasses import dataclass
 
+from jobrunner import errors
 from jobrunner.cluster.store import Store, text
 from jobrunner.ratelimit import Limits, Usage, Verdict, judge
 
@@ -61,14 +67,17 @@ local function cpu_spent(p, c, window, now)
 end
 """
 
-# ARGV: prefix, client, concurrent, per_hour, cpu_limit, cpu_window, hour, take (1/0), token.
-# Returns what `ratelimit.Usage` holds (floats as text: Lua numbers would come back truncated):
+# ARGV: prefix, client, concurrent, per_hour, cpu_limit, cpu_window, hour, take (1/0), token,
+# max_queue (0: not checked). Returns {-1} if the queue holds max_queue jobs (nothing taken);
+# else what `ratelimit.Usage` holds (floats as text: Lua numbers would come back truncated):
 # now, active, submits in the hour, the submit that must expire ('' if none), CPU used, the CPU
 # entry whose expiry eases the limit ('' if none). A few values, however long the history.
 _RESERVE = (
     CPU_LEDGER
     + """
 local p, c = ARGV[1], ARGV[2]
+local max_queue = tonumber(ARGV[10])
+if max_queue > 0 and redis.call('ZCARD', p .. 'queue') >= max_queue then return {-1} end
 local per_hour, cpu_limit = tonumber(ARGV[4]), tonumber(ARGV[5])
 local t = redis.call('TIME')
 local now = tonumber(t[1]) + tonumber(t[2]) / 1000000
@@ -140,8 +149,9 @@ class ClusterLimits:
         self._cancel = store.client.register_script(_CANCEL)
         self._charge = store.client.register_script(_CHARGE)
 
-    async def _counts(self, key: str, take: bool) -> tuple[Verdict, str]:
-        """`key`: the client's rate key, from the HTTP edge (an IPv4 address, an IPv6 /64)."""
+    async def _counts(self, key: str, take: bool, max_queue: int = 0) -> tuple[Verdict, str]:
+        """`key`: the client's rate key, from the HTTP edge (an IPv4 address, an IPv6 /64).
+        `errors.queue_full` if the cluster's queue holds `max_queue` jobs (0: not checked)."""
         token = secrets.token_hex(8)
         lim = self.limits
         found = await self.store.call(
@@ -156,9 +166,12 @@ class ClusterLimits:
                     lim.hour,
                     int(take),
                     token,
+                    max_queue,
                 ]
             )
         )
+        if len(found) == 1:  # {-1}: the queue is full
+            raise errors.queue_full(max_queue)
         usage = Usage(
             active=int(found[1]),
             submits=int(found[2]),
@@ -172,8 +185,10 @@ class ClusterLimits:
     async def verdict(self, key: str) -> Verdict:
         return (await self._counts(key, take=False))[0]
 
-    async def reserve(self, key: str) -> Verdict | Reservation:
-        verdict, token = await self._counts(key, take=True)
+    async def reserve(self, key: str, max_queue: int = 0) -> Verdict | Reservation:
+        """A slot for one submit of the client, or the verdict that refuses it; first of all
+        `errors.queue_full` if the cluster's queue holds `max_queue` jobs (0: not checked)."""
+        verdict, token = await self._counts(key, take=True, max_queue=max_queue)
         return Reservation(key, token) if verdict.allowed else verdict
 
     async def cancel(self, reservation: Reservation) -> None:

@@ -165,11 +165,15 @@ local function finish(id, node, record, retention, window)
 end
 """
 
-# ARGV: prefix, id, client, max_queue, record, hash, upload, ip, window, max_queued_bytes
+# ARGV: prefix, id, client, max_queue, record, hash, upload, ip, window, max_queued_bytes,
+# node, url ('': claim nothing; else the node, which has a free slot, claims the cluster's next
+# job in the same call, as `claim` does: its upload left out if that is this job, which the
+# node has just unpacked). Returns {-1} or {-2} beyond the bounds; else {jobs ahead of this
+# one, what `claim` returns (if asked)}.
 _ENQUEUE = """
-if redis.call('ZCARD', p .. 'queue') >= tonumber(ARGV[4]) then return -1 end
+if redis.call('ZCARD', p .. 'queue') >= tonumber(ARGV[4]) then return {-1} end
 local bytes = tonumber(redis.call('GET', p .. 'queued_bytes') or '0')
-if bytes + string.len(ARGV[7]) > tonumber(ARGV[10]) then return -2 end
+if bytes + string.len(ARGV[7]) > tonumber(ARGV[10]) then return {-2} end
 redis.call('INCRBY', p .. 'queued_bytes', string.len(ARGV[7]))
 local id, c = ARGV[2], ARGV[3]
 local seq = redis.call('INCR', p .. 'seq')
@@ -180,7 +184,12 @@ redis.call('HSET', p .. 'job:' .. id, 'client', c, 'seq', seq, 'state', 'queued'
   'record', ARGV[5], 'hash', ARGV[6], 'ip', ARGV[8])
 redis.call('SET', p .. 'upload:' .. id, ARGV[7])
 wake_queued()
-return position(id, tonumber(ARGV[9]))
+local ahead = position(id, tonumber(ARGV[9]))
+if ARGV[12] == '' then return {ahead} end
+local found = claim(ARGV[11], ARGV[12], tonumber(ARGV[9]))
+if found[2] == id then found[3] = '' end
+table.insert(found, 1, ahead)
+return found
 """
 
 # ARGV: prefix, node, url, window
@@ -317,13 +326,35 @@ class ClusterQueue:
         max_bytes: int,
     ) -> int:
         """Queue a job; its position (1 for the next to start). QueueFull beyond the bounds."""
+        args = (job_id, client, record, job_hash, upload, ip, max_queue, max_bytes)
+        return (await self.enqueue_and_claim(*args, node="", url=""))[0]
+
+    async def enqueue_and_claim(
+        self,
+        job_id: str,
+        client: str,
+        record: bytes,
+        job_hash: str,
+        upload: bytes,
+        ip: str,
+        max_queue: int,
+        max_bytes: int,
+        node: str,
+        url: str,
+    ) -> tuple[int, Claimed | None]:
+        """`enqueue`, then `claim` for `node` (which has a free slot) in the same call to the
+        store; url '' claims nothing. The job claimed may be another, due before this one; if
+        it is this one, its upload is b'' (the node holds it already)."""
         args = (job_id, client, max_queue, record, job_hash, upload, ip, self.window, max_bytes)
-        found = int(await self._run(self._enqueue, *args))
-        if found == -1:
-            raise QueueFull("jobs")
-        if found == -2:
-            raise QueueFull("bytes")
-        return found + 1
+        found = await self._run(self._enqueue, *args, node, url)
+        ahead = int(found[0])
+        if ahead < 0:
+            raise QueueFull("jobs" if ahead == -1 else "bytes")
+        if len(found) == 1:
+            return ahead + 1, None
+        with contextlib.suppress(NotAllowed):  # the node's claimer finds out, and waits
+            return ahead + 1, _claimed(found[1:])
+        return ahead + 1, None
 
     async def claim(self, node: str, url: str) -> Claimed | None:
         """The next job by the cluster's order, now this node's; None if nothing is queued;

@@ -1,9 +1,10 @@
 """A node of a cluster: the embedded `JobService` (unpacking, the sandbox, signing, the local
 log and outputs) with the queue, the records, the logs and the limits in the store.
 
-A submit is validated here as in the embedded mode (the upload is unpacked into a scratch
-directory and checked, then deleted); what is queued is the upload as received, in the store,
-until a node with a free slot claims the job, unpacks it again and runs it. A node pulls: it
+A submit is validated here as in the embedded mode (the upload is unpacked and checked); what is
+queued is the upload as received, in the store, until a node with a free slot claims the job,
+unpacks it again and runs it. The node that received it claims in the same call if it has a free
+slot, and runs it from the files it checked; else those are deleted. A node pulls: it
 claims only while it has a free slot. What the node ran stays with it (its outputs, its live
 log); every other node answers for it from the store, and fetches outputs through it.
 

@@ -121,7 +121,10 @@ class Intake(JobState):
         parts: list[uploads.UploadPart],
         job_dir: Path,
         deadline: float,
+        keep: bool = True,
     ) -> Job:
+        """The job, its upload unpacked into `job_dir` and checked; with keep=False only checked
+        (a cluster front end: the directory is removed in the same thread, whatever happens)."""
         s = self.settings
         try:
             parsed = manifest.parse(
@@ -145,6 +148,8 @@ class Intake(JobState):
                 self._unpack(parts, job_dir, budget, stdin)
             finally:
                 spent[0] = time.thread_time() - started
+                if not keep:
+                    shutil.rmtree(job_dir, True)
 
         try:
             await _till_done(asyncio.to_thread(unpack), budget.stop)
