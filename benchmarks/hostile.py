@@ -57,7 +57,7 @@ that measures throughput (`make bench` does), not interference.
 attack costs, `HOSTILE=fork,memory,bad-name,followers,uploads,pattern,h2,downloads,parts,sleepers`
 (the default: all) picks parts (the followers follow the fork bomb's log, so `followers` brings the
 fork bomb); `HOSTILE_TRACE=FILE` writes a line per normal job (its start in the phase, latency,
-time in the sandbox) and one per hostile job.
+time in the sandbox) and one per hostile job; `HOSTILE_SERVER_LOG=FILE` keeps the server's log.
 """
 
 import asyncio
@@ -793,6 +793,8 @@ def run(seconds: float = 60.0) -> list[Row]:
         return asyncio.run(scenario(server.url, server.proc.pid, seconds))
     finally:
         server.stop()
+        if log := os.environ.get("HOSTILE_SERVER_LOG"):
+            Path(log).write_text(server.output)
         shutil.rmtree(state, ignore_errors=True)
 
 
