@@ -143,3 +143,26 @@ def test_an_acl_user_over_tls(start_server, tmp_path):
         assert nodes[1].url not in shown and "1 up, 0 lost" in shown, shown
     finally:
         redis.kill()
+
+
+def test_a_second_sigterm_stops_a_node_that_waits_for_unread_outputs(start_node, redis_server):
+    """The first SIGTERM drains: the node stays while its finished jobs' outputs are unread. The
+    second means at once: it used to wait for that drain again at shutdown, and ignored every
+    further signal until it was killed."""
+    node = start_node()
+    key = worker_key(node.url)
+    record = run_job(node.url, "open('out.txt', 'w').write('x')\n", outputs=["out.txt"])
+    assert record["status"] == "completed", record
+    node.terminate()
+    assert wait_until(lambda: "draining" in node.output, timeout=30)
+    assert node.proc.poll() is None  # it waits for the output to be downloaded
+    node.proc.send_signal(signal.SIGTERM)
+    assert node.wait(60) == 0, node.output[-2000:]
+    assert "stopped at once" in node.output
+    listed = subprocess.run(
+        [JOBRUNNER, "cluster", "status", "--cluster", redis_server.url],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    assert key not in listed  # it left the registry: nothing of it ran

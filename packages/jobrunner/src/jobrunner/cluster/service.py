@@ -69,7 +69,18 @@ class ClusterService(ClusterIntake, Claiming, Liveness, ClusterReads):
         every node, and the drain already waited for this node's outputs to be downloaded."""
 
     async def stop(self) -> None:
-        await self.drain()
+        """Drain, unless a drain has begun: one cancelled by a second signal means at once (this
+        waited for the drain again, so a node whose finished jobs had unread outputs ignored
+        every further SIGTERM until it was killed). Then the node leaves the registry only if
+        nothing of it still runs: with running jobs it goes as a lost node does, and the others
+        report those jobs `worker_lost` after `--lost-after`."""
+        if self.accepting:
+            await self.drain()
+        elif not self._left and not self.taken:
+            with contextlib.suppress(errors.ClusterUnavailable):
+                await self.registry.leave(self.node_id)
+            self._left = True
+            log.info("stopped at once: this node has left the cluster, unread outputs with it")
         for task in list(self._node_tasks):
             task.cancel()
         await asyncio.gather(*self._node_tasks, return_exceptions=True)
