@@ -10,7 +10,7 @@ import httpx
 import pytest
 
 from jobrunner.signing import verify_record
-from support.clusternodes import follow, let_go, status, submit_held
+from support.clusternodes import cluster_says, follow, let_go, status, submit_held
 from support.jobclient import JOBRUNNER, run_job, submit, wait_finished, worker_key
 from support.servers import wait_until
 
@@ -75,24 +75,14 @@ def test_a_front_end_runs_nothing_and_the_queue_position_is_the_clusters(start_n
 def test_a_node_whose_key_is_not_allowed_takes_nothing(start_node, redis_server, state_dir):
     stranger = start_node(concurrency=1, allow=False)
     job = submit(stranger.url, {"main.py": "print(1)"}, {"entrypoint": "main.py"}).json()["job_id"]
-    shown = subprocess.run(
-        [JOBRUNNER, "cluster", "status", "--cluster", redis_server.url],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout
+    shown = cluster_says(redis_server.url, "status")
     assert "NOT ALLOWED" in shown and "queue length: 1" in shown
     # It stays queued while only the stranger has slots (it asks for work many times a second).
     assert not wait_until(lambda: status(stranger.url, job)["status"] != "queued", timeout=2)
     allowed = start_node(concurrency=1)
     record = wait_finished(stranger.url, job)
     assert record["worker_metadata"]["worker_id"] == worker_key(allowed.url)
-    listed = subprocess.run(
-        [JOBRUNNER, "cluster", "list", "--cluster", redis_server.url],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout.split()
+    listed = cluster_says(redis_server.url, "list").split()
     assert listed == [worker_key(allowed.url)]
 
 

@@ -8,7 +8,7 @@ import subprocess
 import httpx
 import pytest
 
-from support.clusternodes import let_go, status, submit_held
+from support.clusternodes import cluster_says, let_go, status, submit_held
 from support.jobclient import GENEROUS, JOBRUNNER, run_job, submit, worker_key
 from support.redisserver import RedisServer, free_port
 from support.servers import wait_until
@@ -56,12 +56,7 @@ def test_a_lost_node_is_listed_lost_then_forgotten(start_node, redis_server):
     start_node("--retention", "20", concurrency=1)
 
     def shown() -> str:
-        return subprocess.run(
-            [JOBRUNNER, "cluster", "status", "--cluster", redis_server.url],
-            capture_output=True,
-            text=True,
-            check=True,
-        ).stdout
+        return cluster_says(redis_server.url, "status")
 
     assert "2 up, 0 lost" in shown()
     doomed.proc.send_signal(signal.SIGKILL)
@@ -134,12 +129,7 @@ def test_an_acl_user_over_tls(start_server, tmp_path):
         # A node drained (SIGTERM) leaves the registry under that ACL too.
         nodes[1].terminate()
         nodes[1].wait(120)
-        shown = subprocess.run(
-            [JOBRUNNER, "cluster", "status", "--cluster", url],
-            capture_output=True,
-            text=True,
-            check=True,
-        ).stdout
+        shown = cluster_says(url, "status")
         assert nodes[1].url not in shown and "1 up, 0 lost" in shown, shown
     finally:
         redis.kill()
@@ -159,10 +149,5 @@ def test_a_second_sigterm_stops_a_node_that_waits_for_unread_outputs(start_node,
     node.proc.send_signal(signal.SIGTERM)
     assert node.wait(60) == 0, node.output[-2000:]
     assert "stopped at once" in node.output
-    listed = subprocess.run(
-        [JOBRUNNER, "cluster", "status", "--cluster", redis_server.url],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout
+    listed = cluster_says(redis_server.url, "status")
     assert key not in listed  # it left the registry: nothing of it ran

@@ -22,6 +22,7 @@ from hypothesis.stateful import (
 from jobrunner import errors
 from jobrunner.cluster.queue import Claimed, ClusterQueue, NotAllowed, QueueFull
 from jobrunner.cluster.store import Store, connect
+from support.servers import wait_until_async
 
 CLIENTS = ("a", "b", "c")
 NODES = ("n1", "n2", "stranger")  # the stranger's key is not on the allowlist
@@ -278,17 +279,21 @@ def test_a_request_that_waited_out_the_pool_is_no_outage(redis_server):
 
     async def scenario() -> None:
         pool = aioredis.BlockingConnectionPool.from_url(
-            redis_server.url, max_connections=1, timeout=0.2, socket_timeout=5
+            redis_server.url, max_connections=1, timeout=0.2, socket_timeout=60
         )
         store = Store(aioredis.Redis.from_pool(pool))
         try:
             client: Any = store.client
-            held = asyncio.ensure_future(store.call(client.blpop(["jr:nothing"], timeout=2)))
-            await asyncio.sleep(0)  # the BLPOP holds the only connection
+            held = asyncio.ensure_future(store.call(client.blpop(["jr:nothing"], timeout=50)))
+            # The pool's only connection is taken once the store sees it blocked in the BLPOP.
+            assert await wait_until_async(
+                lambda: "cmd=blpop" in redis_server.cli("CLIENT", "LIST"), timeout=30
+            )
             with pytest.raises(errors.ClusterUnavailable):
                 await store.call(client.ping())
             assert store.healthy
-            assert await held is None
+            redis_server.cli("RPUSH", "jr:nothing", "done")  # the BLPOP ends
+            assert tuple(await held) == (b"jr:nothing", b"done")
         finally:
             await store.close()
 

@@ -1,14 +1,25 @@
 """Helpers for tests of `jobrunner serve --cluster` nodes (see conftest `start_node`)."""
 
 import asyncio
+import subprocess
 from pathlib import Path
 
 import httpx
 import websockets
 
 from jobrunner.sandbox.layout import Layout
-from support.jobclient import HELD, log_of, submit
+from support.jobclient import HELD, JOBRUNNER, log_of, submit
 from support.servers import wait_until
+
+
+def cluster_says(store: str, *command: str) -> str:
+    """What `jobrunner cluster COMMAND --cluster STORE` prints, the command succeeding."""
+    return subprocess.run(
+        [JOBRUNNER, "cluster", *command, "--cluster", store],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
 
 
 def submit_held(url: str, **manifest: object) -> str:
