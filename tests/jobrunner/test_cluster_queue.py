@@ -203,12 +203,23 @@ class QueueMachine(RuleBasedStateMachine):
             # The running sum the fair share reads: the client's claimed and running jobs'
             # count and the sum of their starts, as listed one by one in run:{client}.
             starts = [float(t) for t in self.server.cli("HVALS", f"jr:run:{client}").split()]
-            runs = self.server.cli("HMGET", f"jr:runs:{client}", "n", "sum").split()
+            runs = self.server.cli("HMGET", f"jr:use:{client}", "n", "sum").split()
             if not starts:
                 assert runs == [], runs
             else:
                 assert int(runs[0]) == len(starts)
                 assert float(runs[1]) == pytest.approx(sum(starts), abs=1e-3)
+            # And the ended jobs' seconds and the first end, as listed in held:{client}: the
+            # fair share reads only these two (the set is searched once its first end is out).
+            ended = self.server.cli("ZRANGE", f"jr:held:{client}", "0", "-1", "WITHSCORES")
+            members, ends = ended.split()[::2], [float(t) for t in ended.split()[1::2]]
+            kept = self.server.cli("HMGET", f"jr:use:{client}", "held", "oldest").split()
+            if not members:
+                assert kept == [], kept
+            else:
+                seconds = sum(float(m.rsplit(":", 1)[1]) for m in members)
+                assert float(kept[0]) == pytest.approx(seconds, abs=1e-3)
+                assert float(kept[1]) == pytest.approx(min(ends), abs=1e-3)
 
 
 def test_the_cluster_queue_matches_its_model(redis_server):
@@ -294,6 +305,54 @@ def test_a_request_that_waited_out_the_pool_is_no_outage(redis_server):
             assert store.healthy
             redis_server.cli("RPUSH", "jr:nothing", "done")  # the BLPOP ends
             assert tuple(await held) == (b"jr:nothing", b"done")
+        finally:
+            await store.close()
+
+    asyncio.run(scenario())
+
+
+def test_ended_jobs_count_for_the_fair_share_until_they_leave_the_window(redis_server):
+    """A client's ended jobs count for its share while they end within the window; once the
+    first of them is older, every such job is taken out (the set is searched then, not on
+    every read). The client's keys live while it runs something, and expire a window after."""
+    redis_server.cli("FLUSHALL")
+    redis_server.cli("SADD", "jr:allowed", "n1")
+
+    async def run_one(queue: ClusterQueue, job: str, client: str) -> None:
+        await queue.enqueue(job, client, b"{}", "h", b"", "ip", 10, 10**6)
+        claimed = await queue.claim("n1", "http://n1")
+        assert claimed is not None and claimed.job_id == job
+        assert await queue.start(job, "n1", b"{}")
+        assert await queue.finish(job, "n1", b"{}")
+
+    def ended(client: str, job: str, seconds: float, ago: float) -> None:
+        """As if `job` of `client` had held a slot for `seconds`, ending `ago` seconds ago."""
+        now = float(".".join(redis_server.cli("TIME").split()))
+        redis_server.cli("DEL", f"jr:held:{client}")
+        redis_server.cli("ZADD", f"jr:held:{client}", str(now - ago), f"{job}:{seconds}")
+        redis_server.cli("HSET", f"jr:use:{client}", "held", str(seconds), "oldest", str(now - ago))
+
+    async def scenario() -> None:
+        store = Store(connect(redis_server.url))
+        queue = ClusterQueue(store, window=600)
+        try:
+            await run_one(queue, "a1xxxxxxxxxxxxxxxxxx", "a")
+            await run_one(queue, "b1xxxxxxxxxxxxxxxxxx", "b")
+            assert 0 < int(redis_server.cli("TTL", "jr:use:a")) <= 600  # a runs nothing
+            assert 0 < int(redis_server.cli("TTL", "jr:held:a")) <= 600
+            ended("a", "a1xxxxxxxxxxxxxxxxxx", 100.0, ago=700)  # out of the window
+            ended("b", "b1xxxxxxxxxxxxxxxxxx", 50.0, ago=10)
+            await queue.enqueue("b2xxxxxxxxxxxxxxxxxx", "b", b"{}", "h", b"", "ip", 10, 10**6)
+            await queue.enqueue("a2xxxxxxxxxxxxxxxxxx", "a", b"{}", "h", b"", "ip", 10, 10**6)
+            claimed = await queue.claim("n1", "http://n1")  # a has held nothing in the window
+            assert claimed is not None and claimed.job_id == "a2xxxxxxxxxxxxxxxxxx"
+            assert redis_server.cli("EXISTS", "jr:held:a") == "0"
+            assert redis_server.cli("HMGET", "jr:use:a", "held", "oldest").split() == []
+            assert int(redis_server.cli("TTL", "jr:use:a")) == -1  # a runs a2: kept
+            assert await queue.start(claimed.job_id, "n1", b"{}")
+            assert await queue.finish(claimed.job_id, "n1", b"{}")
+            assert 0 < int(redis_server.cli("TTL", "jr:use:a")) <= 600
+            assert await queue.position("b2xxxxxxxxxxxxxxxxxx") == 1
         finally:
             await store.close()
 

@@ -26,40 +26,60 @@ local WAKE_MAX = 128
 local t = redis.call('TIME')
 local now = tonumber(t[1]) + tonumber(t[2]) / 1000000
 local function usage(c, window)
-  local held = p .. 'held:' .. c
-  local expired = redis.call('ZRANGEBYSCORE', held, '-inf', now - window)
-  if #expired > 0 then
-    local gone = 0
-    for _, m in ipairs(expired) do gone = gone + tonumber(string.match(m, ':([^:]+)$')) end
+  local use = p .. 'use:' .. c
+  local u = redis.call('HMGET', use, 'held', 'oldest', 'n', 'sum')
+  local total = tonumber(u[1] or '0')
+  if u[2] and tonumber(u[2]) <= now - window then
+    -- the oldest ended job has left the window: take out all that have (one read of the
+    -- hash on every other call, not a search of the set)
+    local held, gone = p .. 'held:' .. c, 0
+    for _, m in ipairs(redis.call('ZRANGEBYSCORE', held, '-inf', now - window)) do
+      gone = gone + tonumber(string.match(m, ':([^:]+)$'))
+    end
     redis.call('ZREMRANGEBYSCORE', held, '-inf', now - window)
-    if redis.call('EXISTS', held) == 0 then
-      redis.call('DEL', p .. 'heldsum:' .. c)
+    local first = redis.call('ZRANGE', held, 0, 0, 'WITHSCORES')
+    if #first == 0 then
+      total = 0
+      redis.call('HDEL', use, 'held', 'oldest')  -- no rounding left behind by the running sum
     else
-      redis.call('INCRBYFLOAT', p .. 'heldsum:' .. c, -gone)
+      total = tonumber(redis.call('HINCRBYFLOAT', use, 'held', -gone))
+      redis.call('HSET', use, 'oldest', first[2])
     end
   end
-  local total = tonumber(redis.call('GET', p .. 'heldsum:' .. c) or '0')
   -- the claimed and running jobs, from now to their start: kept as a count and a running sum
   -- of their starts (one read, however many jobs the client runs)
-  local runs = redis.call('HMGET', p .. 'runs:' .. c, 'n', 'sum')
-  if runs[1] then total = total + math.max(0, tonumber(runs[1]) * now - tonumber(runs[2])) end
+  if u[3] then total = total + math.max(0, tonumber(u[3]) * now - tonumber(u[4])) end
   return total
 end
+-- use:{c} and held:{c} live while the client has a job claimed or running, and expire
+-- together `window` after the last one ended (a client who never comes back leaves nothing)
 local function running(c, id)
+  local use = p .. 'use:' .. c
   redis.call('HSET', p .. 'run:' .. c, id, tostring(now))
-  redis.call('HINCRBY', p .. 'runs:' .. c, 'n', 1)
-  redis.call('HINCRBYFLOAT', p .. 'runs:' .. c, 'sum', now)
+  if redis.call('HINCRBY', use, 'n', 1) == 1 then
+    redis.call('PERSIST', use)
+    redis.call('PERSIST', p .. 'held:' .. c)
+  end
+  redis.call('HINCRBYFLOAT', use, 'sum', now)
 end
 local function ran(c, id)  -- the job's start, or nil if it was not claimed or running
   local start = redis.call('HGET', p .. 'run:' .. c, id)
   if not start then return nil end
   redis.call('HDEL', p .. 'run:' .. c, id)
-  if redis.call('HINCRBY', p .. 'runs:' .. c, 'n', -1) <= 0 then
-    redis.call('DEL', p .. 'runs:' .. c)  -- no rounding left behind by the running sum
+  local use = p .. 'use:' .. c
+  if redis.call('HINCRBY', use, 'n', -1) <= 0 then
+    redis.call('HDEL', use, 'n', 'sum')  -- no rounding left behind by the running sum
   else
-    redis.call('HINCRBYFLOAT', p .. 'runs:' .. c, 'sum', -tonumber(start))
+    redis.call('HINCRBYFLOAT', use, 'sum', -tonumber(start))
   end
   return start
+end
+local function idle_expiry(c, window)  -- after `ran`: the client runs nothing now?
+  local use = p .. 'use:' .. c
+  if redis.call('HEXISTS', use, 'n') == 0 then
+    redis.call('EXPIRE', use, math.ceil(window))
+    redis.call('EXPIRE', p .. 'held:' .. c, math.ceil(window))
+  end
 end
 local function position(id, window)
   local seq = redis.call('ZSCORE', p .. 'queue', id)
@@ -144,12 +164,11 @@ local function finish(id, node, record, retention, window)
     redis.call('HDEL', p .. 'running', id)
     local start = ran(c, id)
     if start then
-      local length = now - tonumber(start)
+      local length, use = now - tonumber(start), p .. 'use:' .. c
+      redis.call('HSETNX', use, 'oldest', now)  -- the first ended job held (else an older one)
       redis.call('ZADD', p .. 'held:' .. c, now, id .. ':' .. tostring(length))
-      redis.call('INCRBYFLOAT', p .. 'heldsum:' .. c, length)
-      -- a client who never comes back leaves nothing behind after the window
-      redis.call('EXPIRE', p .. 'held:' .. c, math.ceil(window))
-      redis.call('EXPIRE', p .. 'heldsum:' .. c, math.ceil(window))
+      redis.call('HINCRBYFLOAT', use, 'held', length)
+      idle_expiry(c, window)
     end
   end
   redis.call('HSET', job, 'state', 'finished', 'record', record)
@@ -226,7 +245,7 @@ table.insert(found, 1, done)
 return found
 """
 
-# ARGV: prefix, id, node: a claimed job whose node is gone, never started, goes back to the
+# ARGV: prefix, id, node, window: a claimed job whose node is gone, never started, goes back to the
 # front of its client's queue.
 _REQUEUE = """
 local id, node = ARGV[2], ARGV[3]
@@ -236,6 +255,7 @@ if redis.call('HGET', p .. 'running', id) ~= node then return 0 end
 local c = redis.call('HGET', job, 'client')
 redis.call('HDEL', p .. 'running', id)
 ran(c, id)
+idle_expiry(c, tonumber(ARGV[4]))
 redis.call('HSET', job, 'state', 'queued', 'node', '', 'url', '')
 local seq = tonumber(redis.call('HGET', job, 'seq'))
 redis.call('ZADD', p .. 'queue', seq, id)
@@ -396,7 +416,7 @@ class ClusterQueue:
         return (job_id, node, record, retention, self.window, seconds, self.cpu_window)
 
     async def requeue(self, job_id: str, node: str) -> bool:
-        return bool(await self._run(self._requeue, job_id, node))
+        return bool(await self._run(self._requeue, job_id, node, self.window))
 
     async def position(self, job_id: str) -> int | None:
         found = int(await self._run(self._position, job_id, self.window))

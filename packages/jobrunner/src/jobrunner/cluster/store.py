@@ -12,11 +12,11 @@ Key layout (every key starts with the prefix, `jr:` by default):
   upload:{id}          string: the upload as received (manifest and gzip tarballs) till it starts
   running              hash: claimed or running job id -> node id
   run:{client}         hash: the client's claimed or running job ids -> start time
-  runs:{client}        hash: n (how many in run:{client}) and sum (of their start times)
+  use:{client}         hash: n (how many in run:{client}) and sum (of their start times);
+                       held (the seconds in held:{client}, summed) and oldest (its first end)
   wake                 list: a token per queued job not yet asked for (at most 128): idle
                        nodes wait on it (BLPOP)
   held:{client}        sorted set: `id:seconds` of the client's ended jobs, by end time
-  heldsum:{client}     float: the seconds in held:{client}, summed
   log:{id}             list: the job's log in chunks (`d` + bytes), then `e` + the final state
   rl:{client}          hash: active (jobs accepted and not finished)
   rlsub:{client}       sorted set: accepted submits by time (the hourly limit)
