@@ -201,14 +201,15 @@ class QueueMachine(RuleBasedStateMachine):
             listed = self.server.cli("ZRANGE", f"jr:cq:{client}", "0", "-1").split()
             assert listed == list(jobs)
             # The running sum the fair share reads: the client's claimed and running jobs'
-            # count and the sum of their starts, as listed one by one in run:{client}.
+            # count and the sum of their starts, as listed one by one in run:{client} (in
+            # whole milliseconds, so the sums are exact).
             starts = [float(t) for t in self.server.cli("HVALS", f"jr:run:{client}").split()]
             runs = self.server.cli("HMGET", f"jr:use:{client}", "n", "sum").split()
             if not starts:
                 assert runs == [], runs
             else:
                 assert int(runs[0]) == len(starts)
-                assert float(runs[1]) == pytest.approx(sum(starts), abs=1e-3)
+                assert int(runs[1]) == sum(int(t) for t in starts)
             # And the ended jobs' seconds and the first end, as listed in held:{client}: the
             # fair share reads only these two (the set is searched once its first end is out).
             ended = self.server.cli("ZRANGE", f"jr:held:{client}", "0", "-1", "WITHSCORES")
@@ -217,9 +218,8 @@ class QueueMachine(RuleBasedStateMachine):
             if not members:
                 assert kept == [], kept
             else:
-                seconds = sum(float(m.rsplit(":", 1)[1]) for m in members)
-                assert float(kept[0]) == pytest.approx(seconds, abs=1e-3)
-                assert float(kept[1]) == pytest.approx(min(ends), abs=1e-3)
+                assert int(kept[0]) == sum(int(m.rsplit(":", 1)[1]) for m in members)
+                assert float(kept[1]) == min(ends)
 
 
 def test_the_cluster_queue_matches_its_model(redis_server):
@@ -325,12 +325,14 @@ def test_ended_jobs_count_for_the_fair_share_until_they_leave_the_window(redis_s
         assert await queue.start(job, "n1", b"{}")
         assert await queue.finish(job, "n1", b"{}")
 
-    def ended(client: str, job: str, seconds: float, ago: float) -> None:
-        """As if `job` of `client` had held a slot for `seconds`, ending `ago` seconds ago."""
-        now = float(".".join(redis_server.cli("TIME").split()))
+    def ended(client: str, job: str, seconds: int, ago: int) -> None:
+        """As if `job` of `client` had held a slot for `seconds`, ending `ago` seconds ago (the
+        store keeps these times in milliseconds)."""
+        now = int(redis_server.cli("TIME").split()[0]) * 1000
+        held, end = str(seconds * 1000), str(now - ago * 1000)
         redis_server.cli("DEL", f"jr:held:{client}")
-        redis_server.cli("ZADD", f"jr:held:{client}", str(now - ago), f"{job}:{seconds}")
-        redis_server.cli("HSET", f"jr:use:{client}", "held", str(seconds), "oldest", str(now - ago))
+        redis_server.cli("ZADD", f"jr:held:{client}", end, f"{job}:{held}")
+        redis_server.cli("HSET", f"jr:use:{client}", "held", held, "oldest", end)
 
     async def scenario() -> None:
         store = Store(connect(redis_server.url))
@@ -340,8 +342,8 @@ def test_ended_jobs_count_for_the_fair_share_until_they_leave_the_window(redis_s
             await run_one(queue, "b1xxxxxxxxxxxxxxxxxx", "b")
             assert 0 < int(redis_server.cli("TTL", "jr:use:a")) <= 600  # a runs nothing
             assert 0 < int(redis_server.cli("TTL", "jr:held:a")) <= 600
-            ended("a", "a1xxxxxxxxxxxxxxxxxx", 100.0, ago=700)  # out of the window
-            ended("b", "b1xxxxxxxxxxxxxxxxxx", 50.0, ago=10)
+            ended("a", "a1xxxxxxxxxxxxxxxxxx", 100, ago=700)  # out of the window
+            ended("b", "b1xxxxxxxxxxxxxxxxxx", 50, ago=10)
             await queue.enqueue("b2xxxxxxxxxxxxxxxxxx", "b", b"{}", "h", b"", "ip", 10, 10**6)
             await queue.enqueue("a2xxxxxxxxxxxxxxxxxx", "a", b"{}", "h", b"", "ip", 10, 10**6)
             claimed = await queue.claim("n1", "http://n1")  # a has held nothing in the window

@@ -25,42 +25,46 @@ local p = ARGV[1]
 local WAKE_MAX = 128
 local t = redis.call('TIME')
 local now = tonumber(t[1]) + tonumber(t[2]) / 1000000
-local function usage(c, window)
-  local use = p .. 'use:' .. c
+-- The fair share's times are whole milliseconds, summed with HINCRBY: exact (no rounding left
+-- behind by running sums), and exact in Lua's doubles too (a count of running jobs times the
+-- time stays under 2^53 up to thousands of jobs).
+local now_ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local function usage(c, window)  -- in milliseconds
+  local use, cutoff = p .. 'use:' .. c, now_ms - window * 1000
   local u = redis.call('HMGET', use, 'held', 'oldest', 'n', 'sum')
   local total = tonumber(u[1] or '0')
-  if u[2] and tonumber(u[2]) <= now - window then
+  if u[2] and tonumber(u[2]) <= cutoff then
     -- the oldest ended job has left the window: take out all that have (one read of the
     -- hash on every other call, not a search of the set)
     local held, gone = p .. 'held:' .. c, 0
-    for _, m in ipairs(redis.call('ZRANGEBYSCORE', held, '-inf', now - window)) do
+    for _, m in ipairs(redis.call('ZRANGEBYSCORE', held, '-inf', cutoff)) do
       gone = gone + tonumber(string.match(m, ':([^:]+)$'))
     end
-    redis.call('ZREMRANGEBYSCORE', held, '-inf', now - window)
+    redis.call('ZREMRANGEBYSCORE', held, '-inf', cutoff)
     local first = redis.call('ZRANGE', held, 0, 0, 'WITHSCORES')
     if #first == 0 then
       total = 0
       redis.call('HDEL', use, 'held', 'oldest')  -- no rounding left behind by the running sum
     else
-      total = tonumber(redis.call('HINCRBYFLOAT', use, 'held', -gone))
+      total = redis.call('HINCRBY', use, 'held', -gone)
       redis.call('HSET', use, 'oldest', first[2])
     end
   end
   -- the claimed and running jobs, from now to their start: kept as a count and a running sum
   -- of their starts (one read, however many jobs the client runs)
-  if u[3] then total = total + math.max(0, tonumber(u[3]) * now - tonumber(u[4])) end
+  if u[3] then total = total + math.max(0, tonumber(u[3]) * now_ms - tonumber(u[4])) end
   return total
 end
 -- use:{c} and held:{c} live while the client has a job claimed or running, and expire
 -- together `window` after the last one ended (a client who never comes back leaves nothing)
 local function running(c, id)
   local use = p .. 'use:' .. c
-  redis.call('HSET', p .. 'run:' .. c, id, tostring(now))
+  redis.call('HSET', p .. 'run:' .. c, id, now_ms)
   if redis.call('HINCRBY', use, 'n', 1) == 1 then
     redis.call('PERSIST', use)
     redis.call('PERSIST', p .. 'held:' .. c)
   end
-  redis.call('HINCRBYFLOAT', use, 'sum', now)
+  redis.call('HINCRBY', use, 'sum', now_ms)
 end
 local function ran(c, id)  -- the job's start, or nil if it was not claimed or running
   local start = redis.call('HGET', p .. 'run:' .. c, id)
@@ -70,7 +74,7 @@ local function ran(c, id)  -- the job's start, or nil if it was not claimed or r
   if redis.call('HINCRBY', use, 'n', -1) <= 0 then
     redis.call('HDEL', use, 'n', 'sum')  -- no rounding left behind by the running sum
   else
-    redis.call('HINCRBYFLOAT', use, 'sum', -tonumber(start))
+    redis.call('HINCRBY', use, 'sum', -tonumber(start))
   end
   return start
 end
@@ -164,10 +168,10 @@ local function finish(id, node, record, retention, window)
     redis.call('HDEL', p .. 'running', id)
     local start = ran(c, id)
     if start then
-      local length, use = now - tonumber(start), p .. 'use:' .. c
-      redis.call('HSETNX', use, 'oldest', now)  -- the first ended job held (else an older one)
-      redis.call('ZADD', p .. 'held:' .. c, now, id .. ':' .. tostring(length))
-      redis.call('HINCRBYFLOAT', use, 'held', length)
+      local length, use = now_ms - tonumber(start), p .. 'use:' .. c
+      redis.call('HSETNX', use, 'oldest', now_ms)  -- the first ended job held (else an older one)
+      redis.call('ZADD', p .. 'held:' .. c, now_ms, id .. ':' .. length)
+      redis.call('HINCRBY', use, 'held', length)
       idle_expiry(c, window)
     end
   end

@@ -11,9 +11,9 @@ Key layout (every key starts with the prefix, `jr:` by default):
                        node and url (who claimed it), ip
   upload:{id}          string: the upload as received (manifest and gzip tarballs) till it starts
   running              hash: claimed or running job id -> node id
-  run:{client}         hash: the client's claimed or running job ids -> start time
-  use:{client}         hash: n (how many in run:{client}) and sum (of their start times);
-                       held (the seconds in held:{client}, summed) and oldest (its first end)
+  run:{client}         hash: the client's claimed or running job ids -> start (ms since 1970)
+  use:{client}         hash: n (how many in run:{client}) and sum (of their starts, ms);
+                       held (the ms in held:{client}, summed) and oldest (its first end)
   wake                 list: a token per queued job not yet asked for (at most 128): idle
                        nodes wait on it (BLPOP)
   held:{client}        sorted set: `id:seconds` of the client's ended jobs, by end time
