@@ -14,7 +14,7 @@ shell both hand the text to it, so the language is the same everywhere.
 """
 
 import re
-from typing import TypeAlias
+from typing import ClassVar, TypeAlias
 
 from marks import limits
 from marks.exceptions import Invalid
@@ -28,18 +28,19 @@ class QueryError(Invalid):
 
 class _Node:
     """A node of the syntax tree: read-only, equal to a node of the same kind with the same
-    fields, hashable. Plain classes, not `@dataclass(frozen=True)`: each dataclass costs about
-    4 M instructions when its module loads (its methods compiled with `exec`), about 20 M for
-    the five here on every search command."""
+    fields, hashable, as `@dataclass(frozen=True)` made them. Plain classes because each
+    dataclass costs about 4 M instructions when its module loads (its methods compiled with
+    `exec`): about 18 M for these five on every search command."""
 
     __slots__: tuple[str, ...] = ()
+    ORDER: ClassVar[tuple[str, ...]] = ()  # the fields in the constructor's order
 
     def __init__(self, *values: object) -> None:
-        for name, value in zip(self.__slots__, values, strict=True):
+        for name, value in zip(self.ORDER, values, strict=True):
             object.__setattr__(self, name, value)
 
     def _values(self) -> tuple[object, ...]:
-        return tuple(getattr(self, name) for name in self.__slots__)
+        return tuple(getattr(self, name) for name in self.ORDER)
 
     def __eq__(self, other: object) -> bool:
         if other.__class__ is not self.__class__:
@@ -51,7 +52,7 @@ class _Node:
         return hash(self._values())
 
     def __repr__(self) -> str:
-        fields = ", ".join(f"{name}={getattr(self, name)!r}" for name in self.__slots__)
+        fields = ", ".join(f"{name}={getattr(self, name)!r}" for name in self.ORDER)
         return f"{type(self).__name__}({fields})"
 
     def __setattr__(self, name: str, value: object) -> None:
@@ -62,7 +63,8 @@ class _Node:
 
 
 class Text(_Node):
-    __slots__ = ("words", "phrase", "prefix", "field")
+    __slots__ = ("field", "phrase", "prefix", "words")
+    ORDER = ("words", "phrase", "prefix", "field")
     words: str
     phrase: bool
     prefix: bool
@@ -75,7 +77,7 @@ class Text(_Node):
 
 
 class Tag(_Node):
-    __slots__ = ("name",)
+    __slots__ = ORDER = ("name",)
     name: str
 
     def __init__(self, name: str) -> None:
@@ -83,7 +85,7 @@ class Tag(_Node):
 
 
 class Not(_Node):
-    __slots__ = ("child",)
+    __slots__ = ORDER = ("child",)
     child: "Node"
 
     def __init__(self, child: "Node") -> None:
@@ -91,7 +93,7 @@ class Not(_Node):
 
 
 class And(_Node):
-    __slots__ = ("children",)
+    __slots__ = ORDER = ("children",)
     children: tuple["Node", ...]
 
     def __init__(self, children: tuple["Node", ...]) -> None:
@@ -99,7 +101,7 @@ class And(_Node):
 
 
 class Or(_Node):
-    __slots__ = ("children",)
+    __slots__ = ORDER = ("children",)
     children: tuple["Node", ...]
 
     def __init__(self, children: tuple["Node", ...]) -> None:
