@@ -1,5 +1,10 @@
 """Ranked full-text search and the index that follows every change."""
 
+import json
+import os
+import subprocess
+import sys
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -270,3 +275,99 @@ def test_a_tag_takes_its_subtags_and_none_of_its_neighbours(library):
     assert tagged("#d%v") == set()
     listed = library.list_bookmarks(tag="dev")
     assert {bookmark.id for bookmark in listed} == {ids["dev"], ids["Dev/Rust"], ids["dev/py/3"]}
+
+
+WORDS = ["kernel", "python", "rust", "notes", "kernels"]
+titles = st.lists(st.sampled_from(WORDS), min_size=1, max_size=5).map(" ".join)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    library_titles=st.lists(st.tuples(titles, titles), min_size=1, max_size=14),
+    query=st.sampled_from(
+        [
+            "kernel",
+            "kernel python",
+            "kernel OR rust",
+            '"kernel python"',
+            "ker*",
+            "kernel -rust",
+            "title:python",
+            "python NOT notes",
+        ]
+    ),
+    ranked=st.integers(1, 16),
+)
+def test_every_page_is_the_head_of_the_whole_answer(library_titles, query, ranked):
+    # A page no longer than the ranked pool is ranked by a statement of its own (the pool
+    # streamed into the page's sort); a longer one, or every hit, by the pooled statement with
+    # the unranked older hits after it. The page must be the whole answer's head: the same
+    # bookmarks in the same order with the same scores and snippets, at every length.
+    from marks.search import full_text
+
+    library = Library(Store(":memory:"))
+    for n, (title, description) in enumerate(library_titles):
+        library.add(f"https://example.com/{n}", title=title, description=description)
+    whole = [
+        (h.bookmark.id, h.score, h.snippet) for h in full_text(library.store, query, None, ranked)
+    ]
+    for limit in range(1, len(whole) + 2):
+        page = full_text(library.store, query, limit, ranked)
+        assert [(h.bookmark.id, h.score, h.snippet) for h in page] == whole[:limit]
+    assert [hit[1] is None for hit in whole] == sorted(hit[1] is None for hit in whole)
+
+
+def test_a_search_command_loads_no_dataclasses(library, db_path, tmp_path):
+    # The query tree's five nodes were frozen dataclasses: `dataclasses` and about 4 million
+    # instructions per class on every `bookmark search`, where the command itself ranks a rare
+    # word in a few million. The command runs in a new interpreter, as `marks` does.
+    library.add("https://example.org/kernel", title="Kernel notes")
+    report = tmp_path / "modules.json"
+    script = (
+        "import json, os, sys\n"
+        "from marks.cli import main\n"
+        "sys.argv = ['marks', *sys.argv[1:]]\n"
+        "try:\n"
+        "    main()\n"
+        "finally:\n"
+        "    with open(os.environ['LOADED_MODULES'], 'w') as handle:\n"
+        "        json.dump(sorted(sys.modules), handle)\n"
+    )
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            script,
+            "--db",
+            str(db_path),
+            "bookmark",
+            "search",
+            "--fts",
+            "kernel",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "LOADED_MODULES": str(report)},
+    )
+    assert done.returncode == 0, done.stderr
+    assert "Kernel notes" in done.stdout
+    modules = set(json.loads(report.read_text()))
+    assert "marks.query" in modules and "dataclasses" not in modules
+
+
+def test_query_nodes_are_values():
+    # The nodes were frozen dataclasses; as plain classes they still compare by kind and
+    # fields, hash alike when equal, show their fields, and cannot be changed.
+    from marks.query import And, Not, Or, Tag, Text, parse
+
+    assert parse('a "b c" OR -#x') == Or(
+        (And((Text("a"), Text("b c", phrase=True))), Not(Tag("x")))
+    )
+    assert Text("a") != Tag("a") and And((Text("a"),)) != Or((Text("a"),))
+    assert Text("a", prefix=True) != Text("a") and Text("a", field="url") != Text("a")
+    assert hash(Text("a", True, False, "title")) == hash(Text("a", phrase=True, field="title"))
+    assert len({Tag("x"), Tag("x"), Not(Tag("x"))}) == 2
+    assert repr(Text("a")) == "Text(words='a', phrase=False, prefix=False, field=None)"
+    with pytest.raises(AttributeError):
+        Text("a").words = "b"  # type: ignore[misc]
