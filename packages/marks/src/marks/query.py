@@ -14,7 +14,9 @@ shell both hand the text to it, so the language is the same everywhere.
 """
 
 import re
-from typing import ClassVar, TypeAlias
+from typing import TypeAlias
+
+import msgspec
 
 from marks import limits
 from marks.exceptions import Invalid
@@ -26,86 +28,31 @@ class QueryError(Invalid):
     pass
 
 
-class _Node:
-    """A node of the syntax tree: read-only, equal to a node of the same kind with the same
-    fields, hashable, as `@dataclass(frozen=True)` made them. Plain classes because each
-    dataclass costs about 4 M instructions when its module loads (its methods compiled with
-    `exec`): about 18 M for these five on every search command."""
-
-    __slots__: tuple[str, ...] = ()
-    ORDER: ClassVar[tuple[str, ...]] = ()  # the fields in the constructor's order
-
-    def __init__(self, *values: object) -> None:
-        for name, value in zip(self.ORDER, values, strict=True):
-            object.__setattr__(self, name, value)
-
-    def _values(self) -> tuple[object, ...]:
-        return tuple(getattr(self, name) for name in self.ORDER)
-
-    def __eq__(self, other: object) -> bool:
-        if other.__class__ is not self.__class__:
-            return NotImplemented
-        assert isinstance(other, _Node)
-        return self._values() == other._values()
-
-    def __hash__(self) -> int:
-        return hash(self._values())
-
-    def __repr__(self) -> str:
-        fields = ", ".join(f"{name}={getattr(self, name)!r}" for name in self.ORDER)
-        return f"{type(self).__name__}({fields})"
-
-    def __setattr__(self, name: str, value: object) -> None:
-        raise AttributeError(f"cannot assign to field {name!r}")
-
-    def __delattr__(self, name: str) -> None:
-        raise AttributeError(f"cannot delete field {name!r}")
-
-
-class Text(_Node):
-    __slots__ = ("field", "phrase", "prefix", "words")
-    ORDER = ("words", "phrase", "prefix", "field")
+# The syntax tree's nodes: read-only values, equal and hashed by their fields. msgspec Structs
+# (msgspec is loaded anyway) rather than dataclasses, each of which costs about 4 M
+# instructions when its module loads (its methods compiled with `exec`): about 18 M for these
+# five on every search command.
+class Text(msgspec.Struct, frozen=True):
     words: str
-    phrase: bool
-    prefix: bool
-    field: str | None
-
-    def __init__(
-        self, words: str, phrase: bool = False, prefix: bool = False, field: str | None = None
-    ) -> None:
-        super().__init__(words, phrase, prefix, field)
+    phrase: bool = False
+    prefix: bool = False
+    field: str | None = None
 
 
-class Tag(_Node):
-    __slots__ = ORDER = ("name",)
+class Tag(msgspec.Struct, frozen=True):
     name: str
 
-    def __init__(self, name: str) -> None:
-        super().__init__(name)
 
-
-class Not(_Node):
-    __slots__ = ORDER = ("child",)
+class Not(msgspec.Struct, frozen=True):
     child: "Node"
 
-    def __init__(self, child: "Node") -> None:
-        super().__init__(child)
 
-
-class And(_Node):
-    __slots__ = ORDER = ("children",)
+class And(msgspec.Struct, frozen=True):
     children: tuple["Node", ...]
 
-    def __init__(self, children: tuple["Node", ...]) -> None:
-        super().__init__(children)
 
-
-class Or(_Node):
-    __slots__ = ORDER = ("children",)
+class Or(msgspec.Struct, frozen=True):
     children: tuple["Node", ...]
-
-    def __init__(self, children: tuple["Node", ...]) -> None:
-        super().__init__(children)
 
 
 Node: TypeAlias = Text | Tag | Not | And | Or
