@@ -175,3 +175,32 @@ def test_clients_that_reset_a_long_poll_leave_no_cyclic_garbage(tmp_path):
         assert left <= BOUND, f"{left} objects of cyclic garbage"
 
     run(scenario, tmp_path)
+
+
+def test_downloads_whose_client_leaves_leave_no_cyclic_garbage(tmp_path):
+    """A download of a large output whose client reads the status line and then closes the
+    connection (a reset, as unread data is left): the server stops sending the file."""
+
+    async def scenario(served: Served) -> None:
+        manifest = {"entrypoint": "main.json", "interpreter": "python"}
+        job = tarball({"main.json": steps({"file": "big.bin", "data": "x" * 4_000_000})})
+        accepted = await asyncio.to_thread(
+            exchange, served.url, submit([("j.tar.gz", job)], manifest)
+        )
+        job_id = json.loads(accepted.partition(b"\r\n\r\n")[2])["job_id"]
+        assert await wait_until_async(lambda: served.service.jobs[job_id].finished, 30)
+        download = f"GET /download/{job_id}/big.bin HTTP/1.1\r\nHost: t\r\n\r\n".encode()
+
+        def leave_early() -> bytes:
+            host, port = served.url.removeprefix("http://").rsplit(":", 1)
+            with socket.socket() as sock:
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+                sock.settimeout(30)
+                sock.connect((host, int(port)))
+                sock.sendall(download)
+                return sock.recv(12)
+
+        left = await garbage_of(served, leave_early, b"HTTP/1.1 200")
+        assert left <= BOUND, f"{left} objects of cyclic garbage"
+
+    run(scenario, tmp_path)
