@@ -3,9 +3,10 @@
 Each module holds one idea: `responses` (msgspec JSON), `errors` (the JSON error body and the
 exception handlers that send it), `clientaddr` (who is asking, behind trusted proxies), `cors`
 (the cross-origin policy), `streaming` (bodies and WebSockets that stop when the client leaves),
-`descriptors` (open files: the limit, a reserve for new clients) and `launcher` (hypercorn,
-HTTP/1.1 only, with TLS, a write timeout, graceful shutdown and side apps on listeners
-of their own).
+`descriptors` (open files: the limit, a reserve for new clients), `connections` (a closed
+connection freed by reference counting, not left to the cyclic garbage collector) and `launcher`
+(hypercorn, HTTP/1.1 only, with TLS, a write timeout, graceful shutdown and side apps on
+listeners of their own).
 """
 
 from servekit.clientaddr import TrustedProxies, client_ip, rate_key

@@ -28,6 +28,7 @@ from hypercorn.asyncio import serve as hypercorn_serve
 from hypercorn.config import Config
 
 from servekit import descriptors
+from servekit.connections import free_when_closed
 from servekit.streaming import first_of
 
 log = logging.getLogger("servekit")
@@ -229,6 +230,7 @@ async def serve_async(
     _send_reason_phrases()
     _http1_only()
     _timed_out_is_closed()
+    free_when_closed()
     _open_files()
     sockets: list[socket.socket] = []
     try:

@@ -20,6 +20,7 @@ import contextlib
 from collections.abc import AsyncIterable, Awaitable, Callable, Mapping
 from typing import Any
 
+from starlette.requests import ClientDisconnect
 from starlette.responses import FileResponse, StreamingResponse
 from starlette.types import Receive, Scope, Send
 from starlette.websockets import WebSocket
@@ -35,8 +36,20 @@ async def first_of(*work: Awaitable[object]) -> None:
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
+        for task in tasks:
+            _drop_cancellation(task)
     for task in done:
         task.result()
+
+
+def _drop_cancellation(task: asyncio.Future[object]) -> None:
+    """A cancelled task keeps the CancelledError it ended with until it is asked for it, and
+    that exception's traceback holds the frames it passed through, some of which may hold the
+    task (anyio's thread limiter keeps its borrower, the current task): a cycle that only the
+    cyclic collector could free. Asking for it takes it out of the task."""
+    if task.cancelled():
+        with contextlib.suppress(asyncio.CancelledError):
+            task.result()
 
 
 class ClientStream(StreamingResponse):
@@ -90,7 +103,13 @@ class ClientStream(StreamingResponse):
 
 class ClientFile(FileResponse):
     """A file response with `on_close` run once however it ends (a per-client slot given back,
-    say), the client reading it to the end, leaving, or being dropped."""
+    say), the client reading it to the end, leaving, or being dropped.
+
+    Starlette (for servers of ASGI spec < 2.4) sends the file in a task of an anyio task group
+    and cancels it when the client leaves; anyio keeps the cancellation's exception in a frame
+    its traceback holds: about 120 objects that only the cyclic collector could free for every
+    download whose client left. So the client is watched here, as `ClientStream` does, and
+    Starlette is told the spec is 2.4, under which it sends the file in this task alone."""
 
     def __init__(
         self, *args: Any, on_close: Callable[[], None] | None = None, **kwargs: Any
@@ -99,8 +118,19 @@ class ClientFile(FileResponse):
         self.on_close = on_close
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        asgi = {**scope.get("asgi", {}), "spec_version": "2.4"}
+
+        async def respond() -> None:
+            await super(ClientFile, self).__call__({**scope, "asgi": asgi}, receive, send)
+
+        async def watch() -> None:
+            while (await receive())["type"] != "http.disconnect":
+                pass
+
         try:
-            await super().__call__(scope, receive, send)
+            # ASGI 2.4 servers raise on a send after the end; Starlette says ClientDisconnect.
+            with contextlib.suppress(OSError, ClientDisconnect):
+                await first_of(respond(), watch())
         finally:
             if self.on_close is not None:
                 self.on_close()

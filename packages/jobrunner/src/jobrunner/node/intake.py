@@ -51,6 +51,10 @@ async def _till_done(work: Awaitable[T], stop: Callable[[], None]) -> T:
         if not task.cancelled():
             task.exception()  # retrieved: the cancellation is what goes on
         raise
+    finally:
+        # The task holds what `work` raised (a refused upload's UploadError), whose traceback
+        # holds this frame, which holds the task: a cycle only the collector could free.
+        del task
 
 
 class Intake(JobState):
