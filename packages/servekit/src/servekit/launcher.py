@@ -233,7 +233,6 @@ async def serve_async(
     _timed_out_is_closed()
     free_when_closed()
     _open_files()
-    _freeze_start_up()
     sockets: list[socket.socket] = []
     try:
         sock = listener.bind(write_timeout)
@@ -315,5 +314,7 @@ def _freeze_start_up() -> None:
 
 
 def serve(app: Any, listener: Listener, **options: Any) -> None:
-    """Blocking form of `serve_async`, for console scripts."""
+    """Blocking form of `serve_async`, for console scripts (whose process is the server's: its
+    start-up's objects are frozen; an embedding program decides that for itself)."""
+    _freeze_start_up()
     asyncio.run(serve_async(app, listener, **options))
