@@ -19,6 +19,7 @@ from marks import __version__
 if TYPE_CHECKING:  # imported lazily at run time: `marks --help` needs no SQLite
     from marks.library import Library
     from marks.plugins import Plugins
+    from marks.store import Store
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -55,6 +56,8 @@ class State:
         self._library: Any = None
         self._config: dict | None = None
         self._plugins: Plugins | None = None
+        self._store: Store | None = None  # the library's file, closed when the command ends
+        self._ending = False  # whether `_end` runs then
 
     @property
     def config(self) -> dict:
@@ -87,9 +90,7 @@ class State:
                 report=lambda message: click.echo(f"marks: {message}", err=True),
                 index_path=settings.cache_dir() / "plugins.json",
             )
-            context = click.get_current_context(silent=True)
-            if context is not None:
-                context.find_root().call_on_close(self._plugins.close)
+            self._end_with_command()
         return self._plugins
 
     @property
@@ -100,6 +101,8 @@ class State:
             from marks.store import Store
 
             store = Store(self.db_path)
+            self._store = store
+            self._end_with_command()
             for notice in store.notices:  # e.g. tags merged by a migration: never silent
                 click.echo(f"marks: {notice}", err=True)
             self._library = Library(
@@ -107,6 +110,25 @@ class State:
             )
             self.plugins.start(Context(library=self._library, config=self.config))
         return self._library
+
+    def _end_with_command(self) -> None:
+        if not self._ending:
+            context = click.get_current_context(silent=True)
+            if context is not None:
+                context.find_root().call_on_close(self._end)
+                self._ending = True
+
+    def _end(self) -> None:
+        """When the command ends: the plugins' `on_unload` (which may still use the library),
+        then the library's file is closed, here rather than whenever the garbage collector
+        finds the connection (the program freezes what is left at exit: `marks.program`)."""
+        try:
+            if self._plugins is not None:
+                self._plugins.close()
+        finally:
+            store, self._store, self._library = self._store, None, None
+            if store is not None:
+                store.close()
 
 
 def _remember(name: str) -> Callable[[click.Context, click.Parameter, Any], Any]:
@@ -251,7 +273,12 @@ def cli() -> None:
     """Keep, search and check your bookmarks."""
 
 
-def main() -> None:
+def run() -> int:
+    """The command line in `sys.argv`, run: its exit status (the program is `marks.program`)."""
     from marks.cli.edge import handled
 
-    sys.exit(handled(lambda: cli.main(standalone_mode=False, prog_name="marks")))
+    return handled(lambda: cli.main(standalone_mode=False, prog_name="marks"))
+
+
+def main() -> None:
+    sys.exit(run())
