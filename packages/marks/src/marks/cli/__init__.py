@@ -9,7 +9,6 @@ import importlib
 import os
 import sys
 from collections.abc import Callable
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
@@ -17,6 +16,8 @@ import click
 from marks import __version__
 
 if TYPE_CHECKING:  # imported lazily at run time: `marks --help` needs no SQLite
+    from pathlib import Path
+
     from marks.library import Library
     from marks.plugins import Plugins
     from marks.store import Store
@@ -68,11 +69,18 @@ class State:
         return self._config
 
     @property
-    def db_path(self) -> Path:
-        from marks import settings
+    def db_file(self) -> str:
+        """The library file: --db, $MARKS_DB, the config's, or the default (as `db_path`)."""
+        from marks import paths, settings
 
         chosen = self.db or os.environ.get("MARKS_DB") or self.config["db"]
-        return Path(chosen).expanduser() if chosen else settings.default_db()
+        return paths.tidy(os.path.expanduser(chosen)) if chosen else settings.default_db_file()
+
+    @property
+    def db_path(self) -> "Path":
+        from pathlib import Path
+
+        return Path(self.db_file)
 
     @property
     def format(self) -> str:
@@ -88,7 +96,7 @@ class State:
             self._plugins = Plugins(
                 enabled=self.config["plugins"],
                 report=lambda message: click.echo(f"marks: {message}", err=True),
-                index_path=settings.cache_dir() / "plugins.json",
+                index_path=settings.cache_file("plugins.json"),
             )
             self._end_with_command()
         return self._plugins
@@ -100,7 +108,7 @@ class State:
             from marks.plugins import Context
             from marks.store import Store
 
-            store = Store(self.db_path)
+            store = Store(self.db_file)
             self._store = store
             self._end_with_command()
             for notice in store.notices:  # e.g. tags merged by a migration: never silent

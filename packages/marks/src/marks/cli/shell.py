@@ -1,5 +1,6 @@
 """`marks shell`: the interactive shell, or `-c` for scripts."""
 
+import os
 import sys
 
 import click
@@ -37,14 +38,14 @@ def shell(script: str | None) -> None:
     def remember(values: dict[str, str]) -> None:
         settings.store_value("aliases", dict(values))
 
-    history = settings.state_dir() / "history"
+    history = settings.state_file("history")
 
     def past() -> list[str]:  # the interactive shell's history, oldest first
-        if not history.exists():
+        if not os.path.exists(history):
             return []
         from prompt_toolkit.history import FileHistory
 
-        return list(reversed(list(FileHistory(str(history)).load_history_strings())))
+        return list(reversed(list(FileHistory(history).load_history_strings())))
 
     def write(text: str) -> None:
         sys.stdout.write(text)
@@ -65,5 +66,5 @@ def shell(script: str | None) -> None:
     context = click.get_current_context()
     if script is not None:
         context.exit(run_script(session, script))  # the exit code reaches the CLI's edge
-    history.parent.mkdir(parents=True, exist_ok=True)
-    context.exit(interactive(session, str(history)))
+    os.makedirs(os.path.dirname(history), exist_ok=True)
+    context.exit(interactive(session, history))
