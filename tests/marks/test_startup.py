@@ -59,8 +59,8 @@ NEVER = {
 SEARCH = {"marks.search", "marks.query"}
 JSON = {"json"}  # 5 M instructions: the count of tags and the search language use it
 # About 4 million instructions of start-up per class, and `dataclasses` itself: the CLI's state,
-# the shell's session and the vfs are plain classes and named tuples. (`ls /broken` reads the
-# last checks through marks.health, whose option classes are dataclasses.)
+# the shell's session and the vfs are plain classes and named tuples, and the link checker's
+# options and summary (`ls /broken` reads the last checks through marks.health) msgspec Structs.
 DATACLASSES = {"dataclasses"}
 
 
@@ -106,7 +106,7 @@ def test_bookmark_list_loads_neither_search_nor_the_checker(sample, tmp_path):
 def test_ls_loads_no_terminal_ui_nor_http_client_nor_search(sample, tmp_path, path, expected):
     shown, modules = loaded(sample, tmp_path, "shell", "-c", f"ls {path}")
     assert expected in shown
-    unwanted = NEVER | SEARCH | JSON | (DATACLASSES if path != "/broken" else set())
+    unwanted = NEVER | SEARCH | JSON | DATACLASSES
     assert not modules & unwanted, sorted(modules & unwanted)
 
 
