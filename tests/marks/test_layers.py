@@ -12,7 +12,7 @@ from pathlib import Path
 import marks
 
 PACKAGE = Path(marks.__file__).parent
-FRONT_ENDS = {"marks.cli", "marks.shell", "marks.server", "marks.__main__"}
+FRONT_ENDS = {"marks.cli", "marks.shell", "marks.server", "marks.__main__", "marks.program"}
 
 
 def _capability(module: str) -> str:

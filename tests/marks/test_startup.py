@@ -3,10 +3,12 @@
 At a million bookmarks `bookmark list` and the shell's `ls` are mostly Python starting and
 importing (README, "A million bookmarks"): a module they never call must not be imported, and
 `ls /broken` once loaded the whole link checker (aiohttp, asyncio, ssl: 150 ms) to read the last
-checks. Each command runs in a new interpreter, as `marks` does, shows what it shows, and reports
-the modules it loaded.
+checks. Each command runs in a new interpreter through `marks.program`, as `marks` does, shows
+what it shows, and reports the modules it loaded.
 """
 
+import gc
+import importlib.metadata
 import json
 import os
 import subprocess
@@ -17,15 +19,19 @@ import pytest
 
 from marks.library import Library
 
+MARKS = str(Path(sys.executable).with_name("marks"))
+
 RUN = """
-import json, os, sys
-from marks.cli import main
+import os, sys
+from marks.program import main
 sys.argv = ["marks", *sys.argv[1:]]
 try:
     main()
 finally:
+    loaded = sorted(sys.modules)
+    import json
     with open(os.environ["LOADED_MODULES"], "w") as handle:
-        json.dump(sorted(sys.modules), handle)
+        json.dump(loaded, handle)
 """
 
 # Never needed to list bookmarks or directories: the interactive shell's terminal library, the
@@ -43,11 +49,18 @@ NEVER = {
     "tempfile",
     "shutil",
     "random",
+    # pathlib with the `urllib.parse`, `ipaddress` and `fnmatch` it imports (17 M instructions):
+    # the config, the library file and the plugin index are named as text (marks.paths).
+    "pathlib",
+    "urllib.parse",
+    "ipaddress",
+    "fnmatch",
 }
 SEARCH = {"marks.search", "marks.query"}
+JSON = {"json"}  # 5 M instructions: the count of tags and the search language use it
 # About 4 million instructions of start-up per class, and `dataclasses` itself: the CLI's state,
-# the shell's session and the vfs are plain classes and named tuples. (`ls /broken` reads the
-# last checks through marks.health, whose option classes are dataclasses.)
+# the shell's session and the vfs are plain classes and named tuples, and the link checker's
+# options and summary (`ls /broken` reads the last checks through marks.health) msgspec Structs.
 DATACLASSES = {"dataclasses"}
 
 
@@ -75,7 +88,7 @@ def sample(library: Library, db_path: Path) -> Path:
 def test_bookmark_list_loads_neither_search_nor_the_checker(sample, tmp_path):
     shown, modules = loaded(sample, tmp_path, "bookmark", "list", "--limit", "50")
     assert "Kept" in shown and "Gone" in shown
-    unwanted = NEVER | SEARCH | DATACLASSES | {"marks.health"}
+    unwanted = NEVER | SEARCH | JSON | DATACLASSES | {"marks.health"}
     assert not modules & unwanted, sorted(modules & unwanted)
 
 
@@ -93,7 +106,7 @@ def test_bookmark_list_loads_neither_search_nor_the_checker(sample, tmp_path):
 def test_ls_loads_no_terminal_ui_nor_http_client_nor_search(sample, tmp_path, path, expected):
     shown, modules = loaded(sample, tmp_path, "shell", "-c", f"ls {path}")
     assert expected in shown
-    unwanted = NEVER | SEARCH | (DATACLASSES if path != "/broken" else set())
+    unwanted = NEVER | SEARCH | JSON | DATACLASSES | {"difflib"}  # see the test below
     assert not modules & unwanted, sorted(modules & unwanted)
 
 
@@ -112,3 +125,55 @@ def test_a_command_loaded_on_use_is_listed_and_runs(marks):
     )
     assert "Exit status: 0" in marks("bookmark", "health", "--help", db=False).out
     assert marks("bookmark", "health", "--dry-run").code == 0
+
+
+def test_the_console_script_is_the_program():
+    # `marks.program` keeps the garbage collector out of start-up and exit (about 37 million
+    # instructions of `bookmark list`); `marks.cli:main` runs the same commands without that.
+    (script,) = importlib.metadata.entry_points(group="console_scripts", name="marks")
+    assert script.value == "marks.program:main"
+
+
+def test_a_command_closes_the_library_file_when_it_ends(sample, library):
+    # The program freezes what is left at exit, so nothing would close a connection the
+    # garbage collector had to find: SQLite's -wal and -shm files would stay beside the library.
+    library.store.close()  # the fixture's own connection
+    assert sorted(path.name for path in sample.parent.glob(sample.name + "*")) == [sample.name]
+    done = subprocess.run(
+        [MARKS, "--db", str(sample), "shell", "-c", "ls /unread; star 1"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "Gone" in done.stdout
+    assert sorted(path.name for path in sample.parent.glob(sample.name + "*")) == [sample.name]
+
+
+def test_running_a_command_in_process_leaves_the_collector_alone(marks):
+    # Only the program's own process is changed: tests and the server import `marks.cli`.
+    frozen = gc.get_freeze_count()
+    assert marks("bookmark", "list").code == 0
+    assert gc.isenabled() and gc.get_freeze_count() == frozen
+
+
+@pytest.mark.parametrize(
+    ("args", "code", "shown"),
+    [
+        (["-c", "pwd"], 0, "/\n"),
+        (["--command", "pwd"], 0, "/\n"),
+        (["-y", "-c", "pwd"], 0, "/\n"),
+        (["-yc", "pwd"], 0, "/\n"),
+        (["-cpwd"], 0, "/\n"),
+        (["-o", "json", "-c", "pwd"], 0, "/\n"),
+        (["-c", "-c"], 1, "-c: command not found"),  # the script is the word after -c
+        (["-c"], 2, "requires an argument"),
+        (["--", "-c", "pwd"], 2, "Usage:"),
+    ],
+)
+def test_shell_c_is_read_as_click_reads_it(marks, args, code, shown):
+    # `-c SCRIPT` is handed to Click as `--command=SCRIPT` (Click imports difflib for any short
+    # option it tries as a long one first): every other spelling must mean what it meant.
+    done = marks("shell", *args)
+    assert done.code == code
+    assert shown in (done.out if code == 0 else done.err)

@@ -1,3 +1,3 @@
-from marks.cli import main
+from marks.program import main
 
 main()

@@ -21,7 +21,6 @@ import re
 import sys
 from collections.abc import Callable, Iterable, Iterator
 from functools import partial
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import msgspec
@@ -154,21 +153,23 @@ def _scan() -> tuple[list[_Found], set[str]]:
     return [_found(p) for p in importlib.metadata.entry_points(group=GROUP)], _installed_names()
 
 
-def _discovered(index_path: Path | None) -> tuple[list[_Found], set[str]]:
+def _discovered(index_path: "str | os.PathLike[str] | None") -> tuple[list[_Found], set[str]]:
     """The group's entry points: from the index when the import path is as it was, else read
     from the installed distributions (and the index written again, atomically)."""
     stamp = _stamp()
     if index_path is not None:
         with contextlib.suppress(OSError, msgspec.ValidationError, msgspec.DecodeError):
-            index = msgspec.json.decode(index_path.read_bytes(), type=_Index)
+            with open(index_path, "rb") as handle:
+                index = msgspec.json.decode(handle.read(), type=_Index)
             if [tuple(item) for item in index.stamp] == stamp:
                 return index.found, set(index.installed)
     found, installed = _scan()
     if index_path is not None:
         with contextlib.suppress(OSError):  # an unwritable cache only costs the next command
-            index_path.parent.mkdir(parents=True, exist_ok=True)
-            partial = index_path.with_name(f"{index_path.name}.{os.getpid()}")
-            partial.write_bytes(msgspec.json.encode(_Index(stamp, found, sorted(installed))))
+            os.makedirs(os.path.dirname(os.fspath(index_path)) or ".", exist_ok=True)
+            partial = f"{os.fspath(index_path)}.{os.getpid()}"
+            with open(partial, "wb") as handle:
+                handle.write(msgspec.json.encode(_Index(stamp, found, sorted(installed))))
             os.replace(partial, index_path)
     return found, installed
 
@@ -199,7 +200,7 @@ class Plugins:
         enabled: dict[str, bool] | None = None,
         report: Callable[[str], None] = lambda message: None,
         entry_points: Iterable["EntryPoint"] | None = None,
-        index_path: Path | None = None,
+        index_path: "str | os.PathLike[str] | None" = None,
     ) -> None:
         self._enabled = dict(enabled or {})
         self._report = report

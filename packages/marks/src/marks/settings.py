@@ -1,14 +1,16 @@
 """Where marks keeps things (XDG) and the TOML config: known keys, checked types, atomic writes."""
 
 import os
-from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import msgspec
 
-from marks import limits
+from marks import limits, paths
 from marks.exceptions import MarksError
 from marks.userdirs import user_dir
+
+if TYPE_CHECKING:  # every command loads the settings; pathlib only where a Path is asked for
+    from pathlib import Path
 
 APP = "marks"
 OUTPUTS = ("table", "json", "csv", "urls", "plain")
@@ -18,28 +20,55 @@ class ConfigError(MarksError):
     pass
 
 
-# XDG on Linux, each platform's own rules elsewhere (see marks.userdirs).
-def config_path() -> Path:
-    return Path(user_dir("config")) / "config.toml"
+# XDG on Linux, each platform's own rules elsewhere (see marks.userdirs). Each as text (what
+# every command uses, see marks.paths) and as a Path.
+def config_file() -> str:
+    return paths.tidy(os.path.join(user_dir("config"), "config.toml"))
 
 
-def data_dir() -> Path:
+def config_path() -> "Path":
+    from pathlib import Path
+
+    return Path(config_file())
+
+
+def data_dir() -> "Path":
+    from pathlib import Path
+
     return Path(user_dir("data"))
 
 
-def state_dir() -> Path:
+def state_file(name: str) -> str:
+    return paths.tidy(os.path.join(user_dir("state"), name))
+
+
+def state_dir() -> "Path":
+    from pathlib import Path
+
     return Path(user_dir("state"))
 
 
-def cache_dir() -> Path:
+def cache_file(name: str) -> str:
+    return paths.tidy(os.path.join(user_dir("cache"), name))
+
+
+def cache_dir() -> "Path":
+    from pathlib import Path
+
     return Path(user_dir("cache"))
 
 
-def default_db() -> Path:
+def default_db_file() -> str:
     """The database when nothing names one; its directory is created on first use."""
-    path = data_dir() / "marks.db"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    return path
+    directory = paths.tidy(user_dir("data"))
+    os.makedirs(directory, exist_ok=True)
+    return paths.tidy(os.path.join(directory, "marks.db"))
+
+
+def default_db() -> "Path":
+    from pathlib import Path
+
+    return Path(default_db_file())
 
 
 class Config(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
@@ -124,15 +153,16 @@ def _checked(values: dict[str, Any], where: str, *, strict: bool = True) -> Conf
         raise ConfigError(f"{where}{name}: {message}{hint}") from None
 
 
-def load(path: Path | None = None) -> dict[str, Any]:
+def load(path: "Path | str | None" = None) -> dict[str, Any]:
     """The settings in effect: the file's values over the defaults, checked by `Config`."""
-    path = path or config_path()
-    if not path.exists():
+    path = paths.tidy(path) if path else config_file()
+    if not os.path.exists(path):
         return msgspec.structs.asdict(Config())
     import tomllib  # only with a file to read (every command loads the settings)
 
     try:
-        found = tomllib.loads(path.read_text())
+        with open(path) as handle:  # as Path.read_text: the locale's encoding
+            found = tomllib.loads(handle.read())
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as error:
         raise ConfigError(f"{path} is not valid TOML: {error}") from None
     # A key this marks does not know (written by a newer one, or by hand) is left alone, so the
@@ -172,7 +202,7 @@ def to_toml(values: dict[str, Any], *, comments: bool = False) -> str:
     return "\n".join(parts)
 
 
-def _write(path: Path, values: dict[str, Any]) -> None:
+def _write(path: "Path", values: dict[str, Any]) -> None:
     import tempfile
 
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -186,11 +216,11 @@ def _write(path: Path, values: dict[str, Any]) -> None:
         raise
 
 
-def set_value(name: str, text: str, path: Path | None = None) -> Any:
+def set_value(name: str, text: str, path: "Path | None" = None) -> Any:
     return store_value(name, parse_value(name, text), path)
 
 
-def _current(path: Path) -> dict[str, Any]:
+def _current(path: "Path") -> dict[str, Any]:
     import tomllib
 
     try:
@@ -199,7 +229,7 @@ def _current(path: Path) -> dict[str, Any]:
         raise ConfigError(f"{path} is not valid TOML: {error}") from None
 
 
-def store_value(name: str, value: Any, path: Path | None = None) -> Any:
+def store_value(name: str, value: Any, path: "Path | None" = None) -> Any:
     path = path or config_path()
     current = _current(path)
     current[name] = value
@@ -209,7 +239,7 @@ def store_value(name: str, value: Any, path: Path | None = None) -> Any:
     return getattr(checked, name)
 
 
-def init(path: Path | None = None, force: bool = False) -> Path:
+def init(path: "Path | None" = None, force: bool = False) -> "Path":
     path = path or config_path()
     if path.exists() and not force:
         raise ConfigError(f"{path} exists already (--force replaces it)")

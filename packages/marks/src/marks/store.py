@@ -13,13 +13,15 @@ import contextlib
 import os
 import zlib
 from collections.abc import Iterator
-from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import apsw
 
-from marks import schema
+from marks import paths, schema
 from marks.exceptions import MarksError
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 
 # The functions below are registered on every connection but called only by migrations and
@@ -74,14 +76,12 @@ def _create_private(path: str) -> None:
 
 
 class Store:
-    def __init__(self, path: Path | str) -> None:
+    def __init__(self, path: "Path | str") -> None:
         self.path = str(path)
         self.notices: list[str] = []  # what opening the file changed that a person should know
-        if self.path != ":memory:" and not Path(self.path).parent.is_dir():
+        if self.path != ":memory:" and not paths.is_dir(directory := paths.parent(self.path)):
             # A typo in --db must not leave directories and an empty database behind.
-            raise StoreError(
-                f"cannot open {self.path}: directory {Path(self.path).parent} does not exist"
-            )
+            raise StoreError(f"cannot open {self.path}: directory {directory} does not exist")
         _create_private(self.path)
         try:
             self.db = apsw.Connection(self.path)

@@ -11,7 +11,6 @@ every link into a set per tag before (2 s of CPU in-process, about 0.5 s now, th
 the file changes).
 """
 
-import json
 from collections import Counter
 
 from marks import kept, tagnames
@@ -30,6 +29,8 @@ def _nodes(name: str) -> list[str]:
 
 
 def _count(store: Store) -> list[TagCount]:
+    import json  # here: every command loads this module (5 M instructions), few count tags
+
     names: dict[int, str] = dict(store.execute("SELECT id, name FROM tags"))
     # The tag index (tag_id, bookmark_id) counts each tag's bookmarks without the table.
     direct: dict[str, int] = {

@@ -9,7 +9,6 @@ import importlib
 import os
 import sys
 from collections.abc import Callable
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
@@ -17,8 +16,11 @@ import click
 from marks import __version__
 
 if TYPE_CHECKING:  # imported lazily at run time: `marks --help` needs no SQLite
+    from pathlib import Path
+
     from marks.library import Library
     from marks.plugins import Plugins
+    from marks.store import Store
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -55,6 +57,8 @@ class State:
         self._library: Any = None
         self._config: dict | None = None
         self._plugins: Plugins | None = None
+        self._store: Store | None = None  # the library's file, closed when the command ends
+        self._ending = False  # whether `_end` runs then
 
     @property
     def config(self) -> dict:
@@ -65,11 +69,18 @@ class State:
         return self._config
 
     @property
-    def db_path(self) -> Path:
-        from marks import settings
+    def db_file(self) -> str:
+        """The library file: --db, $MARKS_DB, the config's, or the default (as `db_path`)."""
+        from marks import paths, settings
 
         chosen = self.db or os.environ.get("MARKS_DB") or self.config["db"]
-        return Path(chosen).expanduser() if chosen else settings.default_db()
+        return paths.tidy(os.path.expanduser(chosen)) if chosen else settings.default_db_file()
+
+    @property
+    def db_path(self) -> "Path":
+        from pathlib import Path
+
+        return Path(self.db_file)
 
     @property
     def format(self) -> str:
@@ -85,11 +96,9 @@ class State:
             self._plugins = Plugins(
                 enabled=self.config["plugins"],
                 report=lambda message: click.echo(f"marks: {message}", err=True),
-                index_path=settings.cache_dir() / "plugins.json",
+                index_path=settings.cache_file("plugins.json"),
             )
-            context = click.get_current_context(silent=True)
-            if context is not None:
-                context.find_root().call_on_close(self._plugins.close)
+            self._end_with_command()
         return self._plugins
 
     @property
@@ -99,7 +108,9 @@ class State:
             from marks.plugins import Context
             from marks.store import Store
 
-            store = Store(self.db_path)
+            store = Store(self.db_file)
+            self._store = store
+            self._end_with_command()
             for notice in store.notices:  # e.g. tags merged by a migration: never silent
                 click.echo(f"marks: {notice}", err=True)
             self._library = Library(
@@ -107,6 +118,25 @@ class State:
             )
             self.plugins.start(Context(library=self._library, config=self.config))
         return self._library
+
+    def _end_with_command(self) -> None:
+        if not self._ending:
+            context = click.get_current_context(silent=True)
+            if context is not None:
+                context.find_root().call_on_close(self._end)
+                self._ending = True
+
+    def _end(self) -> None:
+        """When the command ends: the plugins' `on_unload` (which may still use the library),
+        then the library's file is closed, here rather than whenever the garbage collector
+        finds the connection (the program freezes what is left at exit: `marks.program`)."""
+        try:
+            if self._plugins is not None:
+                self._plugins.close()
+        finally:
+            store, self._store, self._library = self._store, None, None
+            if store is not None:
+                store.close()
 
 
 def _remember(name: str) -> Callable[[click.Context, click.Parameter, Any], Any]:
@@ -251,7 +281,12 @@ def cli() -> None:
     """Keep, search and check your bookmarks."""
 
 
-def main() -> None:
+def run() -> int:
+    """The command line in `sys.argv`, run: its exit status (the program is `marks.program`)."""
     from marks.cli.edge import handled
 
-    sys.exit(handled(lambda: cli.main(standalone_mode=False, prog_name="marks")))
+    return handled(lambda: cli.main(standalone_mode=False, prog_name="marks"))
+
+
+def main() -> None:
+    sys.exit(run())

@@ -1,5 +1,6 @@
 """`marks shell`: the interactive shell, or `-c` for scripts."""
 
+import os
 import sys
 
 import click
@@ -7,10 +8,42 @@ import click
 from marks.cli import global_options, state
 
 
-@click.command()
+class _Command(click.Command):
+    """`-c SCRIPT` reaches Click as `--command=SCRIPT`, which it reads as given. Click tries any
+    short option as a long one first, and on failing builds a "did you mean" error with
+    `difflib` (3 million instructions of every `marks shell -c`) before reading it as short."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        takes_value = {
+            name: not param.is_flag and not param.count
+            for param in self.get_params(ctx)
+            if isinstance(param, click.Option)
+            for name in (*param.opts, *param.secondary_opts)
+        }
+        given: list[str] = []
+        position = 0
+        while position < len(args):
+            arg = args[position]
+            position += 1
+            if arg == "--":
+                given += args[position - 1 :]
+                break
+            if arg == "-c" and position < len(args):
+                given.append(f"--command={args[position]}")
+            else:
+                given.append(arg)
+                if not takes_value.get(arg) or position == len(args):
+                    continue
+                given.append(args[position])  # an option's value, whatever it looks like
+            position += 1
+        return super().parse_args(ctx, given)
+
+
+@click.command(cls=_Command)
 @global_options
 @click.option(
     "-c",
+    "--command",
     "script",
     metavar="COMMANDS",
     help="Run these commands (separated by ; or newlines) and exit.",
@@ -37,14 +70,14 @@ def shell(script: str | None) -> None:
     def remember(values: dict[str, str]) -> None:
         settings.store_value("aliases", dict(values))
 
-    history = settings.state_dir() / "history"
+    history = settings.state_file("history")
 
     def past() -> list[str]:  # the interactive shell's history, oldest first
-        if not history.exists():
+        if not os.path.exists(history):
             return []
         from prompt_toolkit.history import FileHistory
 
-        return list(reversed(list(FileHistory(str(history)).load_history_strings())))
+        return list(reversed(list(FileHistory(history).load_history_strings())))
 
     def write(text: str) -> None:
         sys.stdout.write(text)
@@ -65,5 +98,5 @@ def shell(script: str | None) -> None:
     context = click.get_current_context()
     if script is not None:
         context.exit(run_script(session, script))  # the exit code reaches the CLI's edge
-    history.parent.mkdir(parents=True, exist_ok=True)
-    context.exit(interactive(session, str(history)))
+    os.makedirs(os.path.dirname(history), exist_ok=True)
+    context.exit(interactive(session, history))

@@ -4,14 +4,15 @@
 """
 
 import shlex
-from typing import NamedTuple
+
+import msgspec
 
 
 class ShellError(Exception):
     """A command failed; the message is the one line the shell prints before the next prompt."""
 
 
-class Invocation(NamedTuple):  # not a dataclass: see vfs.Selection
+class Invocation(msgspec.Struct, frozen=True):  # not a dataclass: see vfs.Selection
     name: str
     args: tuple[str, ...] = ()
     system: str | None = None  # for `!command`: the text handed to the system shell
