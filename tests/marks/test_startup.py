@@ -106,7 +106,7 @@ def test_bookmark_list_loads_neither_search_nor_the_checker(sample, tmp_path):
 def test_ls_loads_no_terminal_ui_nor_http_client_nor_search(sample, tmp_path, path, expected):
     shown, modules = loaded(sample, tmp_path, "shell", "-c", f"ls {path}")
     assert expected in shown
-    unwanted = NEVER | SEARCH | JSON | DATACLASSES | {"difflib"}  # see the test below
+    unwanted = NEVER | SEARCH | JSON | DATACLASSES
     assert not modules & unwanted, sorted(modules & unwanted)
 
 
@@ -155,25 +155,3 @@ def test_running_a_command_in_process_leaves_the_collector_alone(marks):
     frozen = gc.get_freeze_count()
     assert marks("bookmark", "list").code == 0
     assert gc.isenabled() and gc.get_freeze_count() == frozen
-
-
-@pytest.mark.parametrize(
-    ("args", "code", "shown"),
-    [
-        (["-c", "pwd"], 0, "/\n"),
-        (["--command", "pwd"], 0, "/\n"),
-        (["-y", "-c", "pwd"], 0, "/\n"),
-        (["-yc", "pwd"], 0, "/\n"),
-        (["-cpwd"], 0, "/\n"),
-        (["-o", "json", "-c", "pwd"], 0, "/\n"),
-        (["-c", "-c"], 1, "-c: command not found"),  # the script is the word after -c
-        (["-c"], 2, "requires an argument"),
-        (["--", "-c", "pwd"], 2, "Usage:"),
-    ],
-)
-def test_shell_c_is_read_as_click_reads_it(marks, args, code, shown):
-    # `-c SCRIPT` is handed to Click as `--command=SCRIPT` (Click imports difflib for any short
-    # option it tries as a long one first): every other spelling must mean what it meant.
-    done = marks("shell", *args)
-    assert done.code == code
-    assert shown in (done.out if code == 0 else done.err)

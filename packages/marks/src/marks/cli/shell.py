@@ -8,42 +8,10 @@ import click
 from marks.cli import global_options, state
 
 
-class _Command(click.Command):
-    """`-c SCRIPT` reaches Click as `--command=SCRIPT`, which it reads as given. Click tries any
-    short option as a long one first, and on failing builds a "did you mean" error with
-    `difflib` (3 million instructions of every `marks shell -c`) before reading it as short."""
-
-    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
-        takes_value = {
-            name: not param.is_flag and not param.count
-            for param in self.get_params(ctx)
-            if isinstance(param, click.Option)
-            for name in (*param.opts, *param.secondary_opts)
-        }
-        given: list[str] = []
-        position = 0
-        while position < len(args):
-            arg = args[position]
-            position += 1
-            if arg == "--":
-                given += args[position - 1 :]
-                break
-            if arg == "-c" and position < len(args):
-                given.append(f"--command={args[position]}")
-            else:
-                given.append(arg)
-                if not takes_value.get(arg) or position == len(args):
-                    continue
-                given.append(args[position])  # an option's value, whatever it looks like
-            position += 1
-        return super().parse_args(ctx, given)
-
-
-@click.command(cls=_Command)
+@click.command()
 @global_options
 @click.option(
     "-c",
-    "--command",
     "script",
     metavar="COMMANDS",
     help="Run these commands (separated by ; or newlines) and exit.",
