@@ -63,8 +63,9 @@ def _forget(server: Any) -> None:
 def _release_transport(transport: asyncio.BaseTransport) -> None:
     """The selector transport's read callback is a bound method of itself; once it is closing
     its socket is out of the selector, so the callback is never called again."""
-    if transport.is_closing() and getattr(transport, "_read_ready_cb", None) is not None:
-        transport._read_ready_cb = None  # type: ignore[attr-defined]
+    fields = vars(transport)  # the callback is an instance attribute, where CPython has it
+    if transport.is_closing() and fields.get("_read_ready_cb") is not None:
+        fields["_read_ready_cb"] = None
 
 
 def _drop_close_traceback(writer: asyncio.StreamWriter) -> None:
