@@ -30,7 +30,7 @@ cpu_entries = st.lists(
 def opened(url: str) -> Store:
     """The store, through a client that waits as long as a busy machine needs (the product's
     short timeouts are not what these tests are about)."""
-    return Store(aioredis.from_url(url, socket_connect_timeout=60, socket_timeout=60))
+    return Store(aioredis.from_url(url, socket_connect_timeout=60), request_timeout=60)
 
 
 def store_now(loop: asyncio.AbstractEventLoop, store: Store) -> float:

@@ -7,7 +7,6 @@ from collections import deque
 from typing import Any
 
 import pytest
-import redis.asyncio as aioredis
 from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import (
@@ -282,29 +281,29 @@ def test_the_scripts_are_loaded_again_after_the_store_forgot_them(redis_server):
     asyncio.run(scenario())
 
 
-def test_a_request_that_waited_out_the_pool_is_no_outage(redis_server):
-    """A request that finds every pooled connection busy for the pool's whole wait fails alone
-    (503 for that request): the store answers, so the node must not take it as down (which
-    would answer 503 to every request for a while)."""
+def test_a_request_that_waited_out_its_turn_is_no_outage(redis_server):
+    """A request that finds the store's every turn taken for its whole timeout fails alone (503
+    for that request): the store answers, so the node must not take it as down (which would
+    answer 503 to every request for a while). A turn freed in time is taken."""
     redis_server.cli("FLUSHALL")
 
     async def scenario() -> None:
-        pool = aioredis.BlockingConnectionPool.from_url(
-            redis_server.url, max_connections=1, timeout=0.2, socket_timeout=60
-        )
-        store = Store(aioredis.Redis.from_pool(pool))
+        store = Store(connect(redis_server.url), request_timeout=0.5, max_requests=1)
         try:
             client: Any = store.client
-            held = asyncio.ensure_future(store.call(client.blpop(["jr:nothing"], timeout=50)))
-            # The pool's only connection is taken once the store sees it blocked in the BLPOP.
+            blpop = client.blpop(["jr:nothing"], timeout=50)
+            held = asyncio.ensure_future(store.call(blpop, blocks=50))
+            # The only turn is taken once the store sees it blocked in the BLPOP.
             assert await wait_until_async(
                 lambda: "cmd=blpop" in redis_server.cli("CLIENT", "LIST"), timeout=30
             )
             with pytest.raises(errors.ClusterUnavailable):
                 await store.call(client.ping())
             assert store.healthy
-            redis_server.cli("RPUSH", "jr:nothing", "done")  # the BLPOP ends
+            waiting = asyncio.ensure_future(store.call(client.ping(), blocks=50))
+            redis_server.cli("RPUSH", "jr:nothing", "done")  # the BLPOP ends: its turn is free
             assert tuple(await held) == (b"jr:nothing", b"done")
+            assert await waiting
         finally:
             await store.close()
 

@@ -105,7 +105,7 @@ def test_a_full_queue_is_refused_before_a_slot_is_taken(redis_server):
     limits = Limits(concurrent=3, per_hour=8, cpu_seconds=10.0, cpu_window=60.0)
 
     async def scenario() -> None:
-        store = Store(aioredis.from_url(redis_server.url, socket_timeout=60))
+        store = Store(aioredis.from_url(redis_server.url), request_timeout=60)
         try:
             queue, climits = ClusterQueue(store), ClusterLimits(store, limits)
             for n in range(2):

@@ -389,7 +389,8 @@ class ClusterQueue:
         """True when a job may be waiting (this node took the wake token: one idle node at a
         time does), False after `seconds` without one."""
         client: Any = self.store.client
-        found = await self.store.call(client.blpop([self.store.key("wake")], timeout=seconds))
+        wake = client.blpop([self.store.key("wake")], timeout=seconds)
+        found = await self.store.call(wake, blocks=seconds)
         return found is not None
 
     async def start(self, job_id: str, node: str, record: bytes) -> bool:
