@@ -145,9 +145,9 @@ class ClusterLimits:
     def __init__(self, store: Store, limits: Limits) -> None:
         self.store = store
         self.limits = limits
-        self._reserve = store.client.register_script(_RESERVE)
-        self._cancel = store.client.register_script(_CANCEL)
-        self._charge = store.client.register_script(_CHARGE)
+        self._reserve = store.script(_RESERVE)
+        self._cancel = store.script(_CANCEL)
+        self._charge = store.script(_CHARGE)
 
     async def _counts(self, key: str, take: bool, max_queue: int = 0) -> tuple[Verdict, str]:
         """`key`: the client's rate key, from the HTTP edge (an IPv4 address, an IPv6 /64).
@@ -156,18 +156,15 @@ class ClusterLimits:
         lim = self.limits
         found = await self.store.call(
             self._reserve(
-                args=[
-                    self.store.prefix,
-                    key,
-                    lim.concurrent,
-                    lim.per_hour,
-                    lim.cpu_seconds,
-                    lim.cpu_window,
-                    lim.hour,
-                    int(take),
-                    token,
-                    max_queue,
-                ]
+                key,
+                lim.concurrent,
+                lim.per_hour,
+                lim.cpu_seconds,
+                lim.cpu_window,
+                lim.hour,
+                int(take),
+                token,
+                max_queue,
             )
         )
         if len(found) == 1:  # {-1}: the queue is full
@@ -192,18 +189,10 @@ class ClusterLimits:
         return Reservation(key, token) if verdict.allowed else verdict
 
     async def cancel(self, reservation: Reservation) -> None:
-        await self.store.call(
-            self._cancel(args=[self.store.prefix, reservation.key, reservation.token])
-        )
+        await self.store.call(self._cancel(reservation.key, reservation.token))
 
     async def charge(self, ip_key: str, what: str, seconds: float) -> None:
         """CPU spent for the client (`what`: a job id, or the unpacking of an upload)."""
         if seconds > 0:
-            args: list[str | float] = [
-                self.store.prefix,
-                ip_key,
-                what,
-                f"{seconds:.6f}",
-                self.limits.cpu_window,
-            ]
-            await self.store.call(self._charge(args=args))
+            charge = self._charge(ip_key, what, f"{seconds:.6f}", self.limits.cpu_window)
+            await self.store.call(charge)

@@ -15,10 +15,8 @@ import contextlib
 from dataclasses import dataclass
 from typing import Any
 
-from redis import exceptions as redis_errors
-
 from jobrunner.cluster.limits import CPU_LEDGER
-from jobrunner.cluster.store import Store, text
+from jobrunner.cluster.store import Arg, Script, Store, text
 
 _PRELUDE = """
 local p = ARGV[1]
@@ -316,27 +314,16 @@ class ClusterQueue:
         self.window = window
         self.retention = retention
         self.cpu_window = cpu_window  # the CPU limit's window: how long a job's CPU is kept
-        register = store.client.register_script
-        self._enqueue = register(_PRELUDE + _ENQUEUE)
-        self._claim = register(_PRELUDE + _CLAIM)
-        self._start = register(_PRELUDE + _START)
-        self._finish = register(_PRELUDE + CPU_LEDGER + _FINISH)
-        self._requeue = register(_PRELUDE + _REQUEUE)
-        self._position = register(_PRELUDE + _POSITION)
+        script = store.script
+        self._enqueue = script(_PRELUDE + _ENQUEUE)
+        self._claim = script(_PRELUDE + _CLAIM)
+        self._start = script(_PRELUDE + _START)
+        self._finish = script(_PRELUDE + CPU_LEDGER + _FINISH)
+        self._requeue = script(_PRELUDE + _REQUEUE)
+        self._position = script(_PRELUDE + _POSITION)
 
-    async def _run(self, script: Any, *args: Any) -> Any:
-        return await self.store.call(self._evalsha(script, args))
-
-    async def _evalsha(self, script: Any, args: tuple[Any, ...]) -> Any:
-        """The script by its digest (no script text per call, and none of redis-py's `Script`
-        layer: this is the hot path of every job); loaded again if the store forgot it (a
-        restarted store has no scripts)."""
-        client: Any = self.store.client
-        try:
-            return await client.evalsha(script.sha, 0, self.store.prefix, *args)
-        except redis_errors.NoScriptError:
-            script.sha = await client.script_load(script.script)
-            return await client.evalsha(script.sha, 0, self.store.prefix, *args)
+    async def _run(self, script: Script, *args: Arg) -> Any:
+        return await self.store.call(script(*args))
 
     async def enqueue(
         self,
@@ -415,7 +402,7 @@ class ClusterQueue:
             return bool(int(found[0])), _claimed(found[1:])
         return bool(int(found[0])), None
 
-    def _finish_args(self, job_id: str, node: str, record: bytes, cpu: float) -> tuple[Any, ...]:
+    def _finish_args(self, job_id: str, node: str, record: bytes, cpu: float) -> tuple[Arg, ...]:
         retention = int(self.retention)
         seconds = f"{cpu:.6f}"
         return (job_id, node, record, retention, self.window, seconds, self.cpu_window)

@@ -74,18 +74,13 @@ class Registry:
     def __init__(self, store: Store, lost_after: float = 10.0) -> None:
         self.store = store
         self.lost_after = lost_after
-        self._beat = store.client.register_script(_BEAT)
-        self._forget = store.client.register_script(_FORGET)
+        self._beat = store.script(_BEAT)
+        self._forget = store.script(_FORGET)
 
     async def beat(self, facts: NodeFacts) -> None:
         lives = int(self.lost_after * 1000)
-        args: list[bytes | str | int] = [
-            self.store.prefix,
-            facts.node_id,
-            msgspec.json.encode(facts),
-            lives,
-        ]
-        await self.store.call(self._beat(args=args), probe=True)
+        beat = self._beat(facts.node_id, msgspec.json.encode(facts), lives)
+        await self.store.call(beat, probe=True)
 
     async def leave(self, node_id: str) -> None:
         # not MULTI: the ACL of the README grants no @transaction
@@ -97,7 +92,7 @@ class Registry:
 
     async def forget_silent(self, seconds: float) -> list[str]:
         """Forget the lost nodes silent for more than `seconds` (see the module's text)."""
-        gone = await self.store.call(self._forget(args=[self.store.prefix, seconds]))
+        gone = await self.store.call(self._forget(seconds))
         return [text(node) for node in gone]
 
     async def alive(self, node_id: str) -> bool:

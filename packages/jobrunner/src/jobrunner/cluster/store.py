@@ -30,16 +30,20 @@ Key layout (every key starts with the prefix, `jr:` by default):
 
 import asyncio
 import contextlib
+import hashlib
 import time
 from collections.abc import AsyncIterator, Awaitable, Coroutine
 from typing import Any, TypeVar
 
+import hiredis
 import redis.asyncio as aioredis
 from redis import exceptions as redis_errors
 
 from jobrunner import errors
 
 T = TypeVar("T")
+Arg = str | bytes | int | float  # what a command's arguments may be
+_pack: Any = hiredis.pack_command  # (its stub takes a tuple of one argument only)
 PREFIX = "jr:"
 # The heartbeat (twice a second) is the probe: when it is not answered within PROBE_TIMEOUT, or a
 # connection is refused, the store is taken as down and every request answers 503 at once, so
@@ -132,6 +136,21 @@ class Store:
             await self._drop_idle()
         return result
 
+    def script(self, source: str) -> "Script":
+        return Script(self, source)
+
+    async def command(self, *args: Arg) -> Any:
+        """One command on a pooled connection, packed and its reply parsed by hiredis, without
+        redis-py's client layer (response callbacks, retries, metrics: a third of a job's
+        client CPU, README). Errors are redis-py's, as from its client."""
+        pool: Any = self.client.connection_pool  # redis-py leaves get_connection untyped
+        connection = await pool.get_connection()
+        try:
+            await connection.send_packed_command(_pack(args))
+            return await connection.read_response()
+        finally:
+            await pool.release(connection)
+
     async def _drop_idle(self) -> None:
         """Close the pooled connections not in use: made before an outage, they may be to a
         store that has since restarted, and the first request to take one would fail (a 503
@@ -166,6 +185,25 @@ async def opened(url: str, prefix: str = PREFIX) -> AsyncIterator[Store]:
         yield store
     finally:
         await store.close()
+
+
+class Script:
+    """A Lua script of the cluster, run by its digest with the key prefix as its first argument
+    (the scripts name their keys themselves: no KEYS), loaded again if the store forgot it (a
+    restarted store has no scripts). Not redis-py's `Script`: this is every job's hot path."""
+
+    def __init__(self, store: Store, source: str) -> None:
+        self.store = store
+        self.source = source
+        self.sha = hashlib.sha1(source.encode(), usedforsecurity=False).hexdigest()  # its name
+
+    async def __call__(self, *args: Arg) -> Any:
+        store = self.store
+        try:
+            return await store.command("EVALSHA", self.sha, 0, store.prefix, *args)
+        except redis_errors.NoScriptError:
+            await store.command("SCRIPT", "LOAD", self.source)
+            return await store.command("EVALSHA", self.sha, 0, store.prefix, *args)
 
 
 def text(value: Any) -> str:
