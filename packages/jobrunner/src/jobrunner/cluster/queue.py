@@ -83,10 +83,10 @@ local function idle_expiry(c, window)  -- after `ran`: the client runs nothing n
     redis.call('EXPIRE', p .. 'held:' .. c, math.ceil(window))
   end
 end
-local function position(id, window)
-  local seq = redis.call('ZSCORE', p .. 'queue', id)
+local function position(id, window, seq, mine)  -- seq and client: read if not given
+  seq = seq or redis.call('ZSCORE', p .. 'queue', id)
   if not seq then return -1 end
-  local mine = redis.call('HGET', p .. 'job:' .. id, 'client')
+  mine = mine or redis.call('HGET', p .. 'job:' .. id, 'client')
   local own = usage(mine, window)
   local ahead = redis.call('ZRANK', p .. 'cq:' .. mine, id) or 0
   for _, c in ipairs(redis.call('SMEMBERS', p .. 'clients')) do
@@ -151,6 +151,7 @@ local function claim(node, url, window)
   local upload = redis.call('GET', p .. 'upload:' .. id) or ''
   return {1, id, upload, redis.call('HGET', job, 'record'), best}
 end
+-- Returns 1 if it finished the job (else 0), and the job's client if it read it.
 local function finish(id, node, record, retention, window)
   local job = p .. 'job:' .. id
   local state = redis.call('HGET', job, 'state')
@@ -162,7 +163,7 @@ local function finish(id, node, record, retention, window)
     if redis.call('ZCARD', p .. 'cq:' .. c) == 0 then redis.call('SREM', p .. 'clients', c) end
     wake_taken()
   else
-    if node ~= '' and redis.call('HGET', p .. 'running', id) ~= node then return 0 end
+    if node ~= '' and redis.call('HGET', p .. 'running', id) ~= node then return 0, c end
     redis.call('HDEL', p .. 'running', id)
     local start = ran(c, id)
     if start then
@@ -174,15 +175,16 @@ local function finish(id, node, record, retention, window)
     end
   end
   redis.call('HSET', job, 'state', 'finished', 'record', record)
-  -- the upload of a job that never started (its size is 0 once started: deleted then)
-  redis.call('DECRBY', p .. 'queued_bytes', redis.call('STRLEN', p .. 'upload:' .. id))
-  redis.call('DEL', p .. 'upload:' .. id)
+  if state ~= 'running' then  -- the upload of a job that never started (`start` deletes it)
+    redis.call('DECRBY', p .. 'queued_bytes', redis.call('STRLEN', p .. 'upload:' .. id))
+    redis.call('DEL', p .. 'upload:' .. id)
+  end
   redis.call('EXPIRE', job, retention)
   redis.call('EXPIRE', p .. 'log:' .. id, retention)
   local active = tonumber(redis.call('HINCRBY', p .. 'rl:' .. c, 'active', -1))
   if active < 0 then redis.call('HSET', p .. 'rl:' .. c, 'active', 0) end
   redis.call('PUBLISH', p .. 'done', id)
-  return 1
+  return 1, c
 end
 """
 
@@ -205,7 +207,7 @@ redis.call('HSET', p .. 'job:' .. id, 'client', c, 'seq', seq, 'state', 'queued'
   'record', ARGV[5], 'hash', ARGV[6], 'ip', ARGV[8])
 redis.call('SET', p .. 'upload:' .. id, ARGV[7])
 wake_queued()
-local ahead = position(id, tonumber(ARGV[9]))
+local ahead = position(id, tonumber(ARGV[9]), seq, c)
 if ARGV[12] == '' then return {ahead} end
 local found = claim(ARGV[11], ARGV[12], tonumber(ARGV[9]))
 if found[2] == id then found[3] = '' end
@@ -235,9 +237,9 @@ return 1
 # url ('' : claim nothing; else the node claims its next job in the same call, at its url)
 _FINISH = """
 local id, node, window = ARGV[2], ARGV[3], tonumber(ARGV[6])
-local done = finish(id, node, ARGV[4], tonumber(ARGV[5]), window)
+local done, c = finish(id, node, ARGV[4], tonumber(ARGV[5]), window)
 local cpu = tonumber(ARGV[7])
-local c = redis.call('HGET', p .. 'job:' .. id, 'client')
+c = c or redis.call('HGET', p .. 'job:' .. id, 'client')
 if cpu > 0 and c then  -- the job's CPU counts for its client's limit (limits.py)
   charge_cpu(p, c, id .. ':' .. ARGV[7], cpu, tonumber(ARGV[8]), now)
 end
