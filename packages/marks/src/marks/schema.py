@@ -445,6 +445,44 @@ STEPS: list[Migration] = [
     CREATE INDEX bookmarks_checked ON bookmarks (id) WHERE reachable IS NOT NULL;
     """
     ),
+    # 14 (`ls /tags` at a million): the top-level tag directories kept in a table, one row per
+    # directory, so `ls /tags` reads 12,000 rows in order instead of every one of 23,000 tag names
+    # cut, folded and sorted in Python. `tags.root` is a tag's first segment, case-folded (cut
+    # from `key`, already folded: folding goes character by character and keeps `/`); virtual,
+    # so it costs no space in the table, and its index answers the triggers' `min(name)` with
+    # one seek. `tag_roots.first` is the first of the root's tags in the names' case-insensitive
+    # order: a directory is spelled as that tag spells its first segment (as `ls /tags` did when
+    # it read the names in that order). The triggers keep it under every write to `tags`.
+    Migration(
+        """
+    ALTER TABLE tags ADD COLUMN root TEXT
+        GENERATED ALWAYS AS (substr(key, 1, instr(key || '/', '/') - 1)) VIRTUAL;
+    CREATE INDEX tags_root ON tags (root, name);
+    CREATE TABLE tag_roots (
+        root TEXT PRIMARY KEY,                 -- tags.root
+        first TEXT NOT NULL COLLATE NOCASE     -- min(tags.name) of the tags with this root
+    ) WITHOUT ROWID;
+    INSERT INTO tag_roots (root, first) SELECT root, min(name) FROM tags GROUP BY root;
+    CREATE TRIGGER tag_roots_added AFTER INSERT ON tags BEGIN
+        INSERT INTO tag_roots (root, first) VALUES (NEW.root, NEW.name)
+            ON CONFLICT (root) DO UPDATE SET first = excluded.first WHERE excluded.first < first;
+    END;
+    CREATE TRIGGER tag_roots_removed AFTER DELETE ON tags BEGIN
+        DELETE FROM tag_roots WHERE root = OLD.root
+            AND NOT EXISTS (SELECT 1 FROM tags WHERE root = OLD.root);
+        UPDATE tag_roots SET first = (SELECT min(name) FROM tags WHERE root = OLD.root)
+            WHERE root = OLD.root AND first = OLD.name;
+    END;
+    CREATE TRIGGER tag_roots_renamed AFTER UPDATE OF name ON tags BEGIN
+        DELETE FROM tag_roots WHERE root = OLD.root
+            AND NOT EXISTS (SELECT 1 FROM tags WHERE root = OLD.root);
+        UPDATE tag_roots SET first = (SELECT min(name) FROM tags WHERE root = OLD.root)
+            WHERE root = OLD.root AND first = OLD.name;
+        INSERT INTO tag_roots (root, first) VALUES (NEW.root, NEW.name)
+            ON CONFLICT (root) DO UPDATE SET first = excluded.first WHERE excluded.first < first;
+    END;
+    """
+    ),
 ]
 
 # Each migration whole, as one script (for tests that build files as an older marks left them).
