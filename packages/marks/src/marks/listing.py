@@ -328,7 +328,9 @@ def _counting(selection: vfs.Selection) -> tuple[str, tuple]:
     """The statement counting a directory's bookmarks: all of them without a WHERE (SQLite
     counts a table's pages then, not its rows), all less the others when those are fewer
     (/unread), and a capped directory (/popular) only up to its cap rather than every bookmark
-    that would qualify."""
+    that would qualify. A count the schema keeps is read (/unread, /recent)."""
+    if selection.kept:
+        return selection.kept, ()
     if selection.where == "1" and not selection.limit:
         return "SELECT count(*) FROM bookmarks", ()
     if selection.others and not selection.limit:

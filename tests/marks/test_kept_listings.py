@@ -1,0 +1,120 @@
+"""What the shell's top-level listings read from kept tables (schema 14) stays what a direct
+reading of the library gives, after any sequence of writes: adds, edits, tag changes, deletes,
+undo, imports."""
+
+import datetime as dt
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from marks import importing, trash, vfs
+from marks.exceptions import MarksError
+from marks.library import Library, Record
+from marks.listing import Filesystem
+from marks.shell import Session, run_script
+from marks.store import Store
+
+NOW = dt.datetime(2026, 11, 26, 12, tzinfo=dt.UTC)
+# Roots that fold together (`Dev`, `dev`, `DEV`; `Dév`, `dév`: not ASCII, which SQLite's NOCASE
+# leaves alone) and ones that do not, so a directory's spelling depends on which tags are left.
+SEGMENT = st.sampled_from(["a", "A", "b", "dev", "Dev", "DEV", "Dév", "dév", "x y", "é"])
+TAG = st.lists(SEGMENT, min_size=1, max_size=3).map("/".join)
+TAGS = st.lists(TAG, max_size=3)
+ID = st.integers(min_value=1, max_value=8)
+
+OPERATION = st.one_of(
+    st.tuples(st.just("add"), st.integers(0, 20), TAGS, st.booleans()),
+    st.tuples(st.just("import"), st.integers(0, 20), TAGS, st.integers(0, 3)),
+    st.tuples(st.just("tag_add"), TAG, st.lists(ID, max_size=3)),
+    st.tuples(st.just("tag_remove"), TAG, st.lists(ID, max_size=3)),
+    st.tuples(st.just("tag_rename"), TAG, TAG),
+    st.tuples(st.just("tag_delete"), TAG),
+    st.tuples(st.just("retag"), ID, TAGS),
+    st.tuples(st.just("visit"), ID),
+    st.tuples(st.just("delete"), st.lists(ID, min_size=1, max_size=3)),
+    st.tuples(st.just("undo")),
+)
+
+
+def _apply(library: Library, operation: tuple) -> None:
+    kind, *args = operation
+    try:
+        if kind == "add":
+            number, tags, starred = args
+            library.add(f"https://example.com/{number}", tags=tags, starred=starred)
+        elif kind == "import":
+            number, tags, visits = args
+            record = Record(
+                url=f"https://example.org/{number}",
+                tags=tags,
+                added=NOW - dt.timedelta(days=number),
+                last_visited=NOW if visits else None,
+                visit_count=visits,
+            )
+            importing.import_records(library, [record], update=bool(number % 2))
+        elif kind == "tag_add":
+            library.tag_add(args[0], _existing(library, args[1]))
+        elif kind == "tag_remove":
+            library.tag_remove(args[0], _existing(library, args[1]))
+        elif kind == "tag_rename":
+            library.tag_rename(args[0], args[1])
+        elif kind == "tag_delete":
+            library.tag_delete(args[0])
+        elif kind == "retag":
+            library.update(args[0], tags=args[1])
+        elif kind == "visit":
+            library.visit(args[0])
+        elif kind == "delete":
+            library.delete(args[0])
+        elif kind == "undo":
+            trash.undo(library)
+    except MarksError:
+        pass  # a refused write (no such bookmark, nothing to undo) changes nothing
+
+
+def _existing(library: Library, ids: list[int]) -> list[int]:
+    return [i for i in ids if library.store.value("SELECT 1 FROM bookmarks WHERE id = ?", (i,))]
+
+
+def _tag_directories(library: Library) -> list[str]:
+    """`ls /tags` as it was computed before schema 14: every tag name, in the names'
+    case-insensitive order, cut at its first `/`; each directory once by its folded name,
+    spelled as the first name spelled it, listed in the order of the folded names."""
+    children: dict[str, str] = {}
+    for (name,) in library.store.execute("SELECT name FROM tags ORDER BY name COLLATE NOCASE"):
+        segment = name.split("/")[0]
+        children.setdefault(segment.casefold(), segment)
+    return [children[folded] for folded in sorted(children)]
+
+
+def _shell_ls(library: Library, path: str) -> str:
+    out: list[str] = []
+    session = Session(library, write=out.append, confirm=lambda _: False, now=lambda: NOW)
+    assert run_script(session, f"ls {path}", out.append) == 0
+    return "".join(out)
+
+
+@settings(
+    max_examples=120, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(st.lists(OPERATION, min_size=1, max_size=14))
+def test_the_top_level_tag_directories_follow_every_write(operations):
+    store = Store(":memory:")
+    try:
+        library = Library(store)
+        for operation in operations:
+            _apply(library, operation)
+        expected = _tag_directories(library)
+        filesystem = Filesystem(library, now=lambda: NOW)
+        at_tags = vfs.resolve("/", "/tags", NOW)
+        assert _shell_ls(library, "/tags") == "".join(f"{name}/\n" for name in expected)
+        assert filesystem.names(at_tags) == "\n".join(f"{name}/" for name in expected)
+        # The entries (completion, `stat`) read the same kept table.
+        assert [entry.name for entry in filesystem.listing(at_tags).entries] == expected
+        kept = list(store.execute("SELECT root, first FROM tag_roots ORDER BY root"))
+        direct = list(
+            store.execute("SELECT root, min(name) FROM tags GROUP BY root ORDER BY root")
+        )
+        assert kept == direct
+    finally:
+        store.close()
