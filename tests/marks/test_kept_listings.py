@@ -1,6 +1,6 @@
 """What the shell's top-level listings read from kept tables (schema 14) stays what a direct
-reading of the library gives, after any sequence of writes: adds, edits, tag changes, deletes,
-undo, imports."""
+reading of the library gives, after any sequence of writes: adds, edits, visits, tag changes,
+deletes, undo, imports (new and merged)."""
 
 import datetime as dt
 
@@ -22,9 +22,12 @@ TAG = st.lists(SEGMENT, min_size=1, max_size=3).map("/".join)
 TAGS = st.lists(TAG, max_size=3)
 ID = st.integers(min_value=1, max_value=8)
 
+HOST = st.sampled_from(["example.com", "www.example.com", "Other.org", "b.example.com"])
+
 OPERATION = st.one_of(
-    st.tuples(st.just("add"), st.integers(0, 20), TAGS, st.booleans()),
-    st.tuples(st.just("import"), st.integers(0, 20), TAGS, st.integers(0, 3)),
+    st.tuples(st.just("add"), HOST, st.integers(0, 20), TAGS, st.booleans()),
+    st.tuples(st.just("import"), HOST, st.integers(0, 20), TAGS, st.integers(0, 3)),
+    st.tuples(st.just("move"), ID, HOST, st.integers(0, 20)),
     st.tuples(st.just("tag_add"), TAG, st.lists(ID, max_size=3)),
     st.tuples(st.just("tag_remove"), TAG, st.lists(ID, max_size=3)),
     st.tuples(st.just("tag_rename"), TAG, TAG),
@@ -40,12 +43,15 @@ def _apply(library: Library, operation: tuple) -> None:
     kind, *args = operation
     try:
         if kind == "add":
-            number, tags, starred = args
-            library.add(f"https://example.com/{number}", tags=tags, starred=starred)
+            host, number, tags, starred = args
+            library.add(f"https://{host}/{number}", tags=tags, starred=starred)
+        elif kind == "move":
+            bookmark_id, host, number = args
+            library.update(bookmark_id, url=f"https://{host}/{number}")
         elif kind == "import":
-            number, tags, visits = args
+            host, number, tags, visits = args
             record = Record(
-                url=f"https://example.org/{number}",
+                url=f"https://{host}/{number}",
                 tags=tags,
                 added=NOW - dt.timedelta(days=number),
                 last_visited=NOW if visits else None,
@@ -116,5 +122,39 @@ def test_the_top_level_tag_directories_follow_every_write(operations):
             store.execute("SELECT root, min(name) FROM tags GROUP BY root ORDER BY root")
         )
         assert kept == direct
+    finally:
+        store.close()
+
+
+@settings(
+    max_examples=120, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(st.lists(OPERATION, min_size=1, max_size=14))
+def test_the_kept_visit_and_domain_counts_follow_every_write(operations):
+    store = Store(":memory:")
+    try:
+        library = Library(store)
+        for operation in operations:
+            _apply(library, operation)
+        visited, seen, total = store.one(
+            "SELECT count(*) FILTER (WHERE visit_count > 0), "
+            "count(*) FILTER (WHERE last_visited IS NOT NULL), count(*) FROM bookmarks"
+        )
+        assert store.one("SELECT visited, seen FROM visit_counts") == (visited, seen)
+        domains = list(
+            store.execute(
+                "SELECT domain, count(*) FROM bookmarks WHERE domain > '' "
+                "GROUP BY domain ORDER BY domain"
+            )
+        )
+        assert list(store.execute("SELECT domain, bookmarks FROM domain_counts")) == domains
+        # What a person sees: the root's numbers, /domains with and without -l.
+        root = _shell_ls(library, "/").splitlines()
+        assert f"recent/ ({seen})" in root and f"unread/ ({total - visited})" in root
+        assert f"domains/ ({len(domains)})" in root
+        assert _shell_ls(library, "/domains") == "".join(f"{d}/\n" for d, _ in domains)
+        assert _shell_ls(library, "-l /domains") == "".join(
+            f"d {n:>7}  {d}/\n" for d, n in domains
+        )
     finally:
         store.close()
