@@ -4,15 +4,17 @@ deletes, undo, imports (new and merged)."""
 
 import datetime as dt
 
+import apsw
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from marks import importing, trash, vfs
+from marks import importing, schema, trash, vfs
 from marks.exceptions import MarksError
 from marks.library import Library, Record
 from marks.listing import Filesystem
 from marks.shell import Session, run_script
 from marks.store import Store
+from support.oldschema import before_14
 
 NOW = dt.datetime(2026, 11, 26, 12, tzinfo=dt.UTC)
 # Roots that fold together (`Dev`, `dev`, `DEV`; `Dév`, `dév`: not ASCII, which SQLite's NOCASE
@@ -118,9 +120,7 @@ def test_the_top_level_tag_directories_follow_every_write(operations):
         # The entries (completion, `stat`) read the same kept table.
         assert [entry.name for entry in filesystem.listing(at_tags).entries] == expected
         kept = list(store.execute("SELECT root, first FROM tag_roots ORDER BY root"))
-        direct = list(
-            store.execute("SELECT root, min(name) FROM tags GROUP BY root ORDER BY root")
-        )
+        direct = list(store.execute("SELECT root, min(name) FROM tags GROUP BY root ORDER BY root"))
         assert kept == direct
     finally:
         store.close()
@@ -153,8 +153,53 @@ def test_the_kept_visit_and_domain_counts_follow_every_write(operations):
         assert f"recent/ ({seen})" in root and f"unread/ ({total - visited})" in root
         assert f"domains/ ({len(domains)})" in root
         assert _shell_ls(library, "/domains") == "".join(f"{d}/\n" for d, _ in domains)
-        assert _shell_ls(library, "-l /domains") == "".join(
-            f"d {n:>7}  {d}/\n" for d, n in domains
+        assert _shell_ls(library, "-l /domains") == "".join(f"d {n:>7}  {d}/\n" for d, n in domains)
+    finally:
+        store.close()
+
+
+def test_an_older_library_gains_the_kept_tables_counted_and_keeps_every_row(tmp_path):
+    path = tmp_path / "old.db"
+    store = Store(path)
+    library = Library(store)
+    for operation in [
+        ("add", "example.com", 1, ["Dev/python", "reading"], False),
+        ("add", "www.example.com", 2, ["dev/rust", "Dév"], True),
+        ("import", "Other.org", 3, ["dév/x", "a/b"], 2),
+        ("import", "b.example.com", 4, [], 0),
+        ("visit", 1),
+    ]:
+        _apply(library, operation)
+    expected = (
+        _shell_ls(library, "/") + _shell_ls(library, "/tags") + _shell_ls(library, "-l /domains")
+    )
+    store.close()
+    old = apsw.Connection(str(path))
+    before_14(old)  # as schema 13 left it
+    rows = {
+        table: old.execute(f"SELECT * FROM {table} ORDER BY 1").fetchall()
+        for table in ("bookmarks", "tags", "bookmark_tags")
+    }
+    old.close()
+
+    store = Store(path)  # the migration runs
+    try:
+        library = Library(store)
+        assert store.value("PRAGMA user_version") == schema.VERSION
+        assert {
+            table: store.execute(f"SELECT * FROM {table} ORDER BY 1").fetchall()
+            for table in ("bookmarks", "bookmark_tags")
+        } == {table: rows[table] for table in ("bookmarks", "bookmark_tags")}
+        assert store.execute("SELECT id, name FROM tags ORDER BY 1").fetchall() == [
+            row[:2] for row in rows["tags"]
+        ]
+        shown = (
+            _shell_ls(library, "/")
+            + _shell_ls(library, "/tags")
+            + _shell_ls(library, "-l /domains")
         )
+        assert shown == expected
+        assert "Dev/\n" in shown and "dév/\n" not in shown and "Dév/\n" in shown
+        assert store.one("SELECT visited, seen FROM visit_counts") == (2, 2)
     finally:
         store.close()

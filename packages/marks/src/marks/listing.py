@@ -26,6 +26,7 @@ DOMAINS = "WITH d (domain, bookmarks) AS (SELECT domain, bookmarks FROM domain_c
 TAG_ROOT = "substr(first, 1, instr(first || '/', '/') - 1)"  # the first tag's first segment
 TAG_ROOTS = f"SELECT {TAG_ROOT} FROM tag_roots ORDER BY root"
 
+
 class Entry:
     """One name in a listing: a directory (with its count, if counted) or a bookmark.
 
