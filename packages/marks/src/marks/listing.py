@@ -23,8 +23,7 @@ DOMAINS = "WITH d (domain, bookmarks) AS (SELECT domain, bookmarks FROM domain_c
 # as the first of its tags (in the names' case-insensitive order) spells it: kept one row per
 # directory in `tag_roots` (schema 14), so a million bookmarks' 12,000 directories are read as
 # they are listed, not cut and sorted from 23,000 tag names.
-TAG_ROOT = "substr(first, 1, instr(first || '/', '/') - 1)"  # the first tag's first segment
-TAG_ROOTS = f"SELECT {TAG_ROOT} FROM tag_roots ORDER BY root"
+TAG_ROOTS = "SELECT name FROM tag_roots ORDER BY root"
 
 
 class Entry:
@@ -191,7 +190,7 @@ class Filesystem:
         # domain). Asking it to sort (`ORDER BY` inside the call) costs a sort of what is
         # already sorted: 24 M instructions for the tags.
         if subdirs.kind == "tags" and subdirs.args == ("",):
-            sql = f"SELECT group_concat({TAG_ROOT} || '/', char(10)) FROM tag_roots"
+            sql = "SELECT group_concat(name || '/', char(10)) FROM tag_roots"
         elif subdirs.kind == "domains":
             sql = "SELECT group_concat(domain || '/', char(10)) FROM domain_counts"
         else:

@@ -460,7 +460,9 @@ STEPS: list[Migration] = [
     CREATE INDEX tags_root ON tags (root, name);
     CREATE TABLE tag_roots (
         root TEXT PRIMARY KEY,                 -- tags.root
-        first TEXT NOT NULL COLLATE NOCASE     -- min(tags.name) of the tags with this root
+        first TEXT NOT NULL COLLATE NOCASE,    -- min(tags.name) of the tags with this root
+        name TEXT GENERATED ALWAYS AS          -- the directory's name: `first`'s first segment
+            (substr(first, 1, instr(first || '/', '/') - 1)) STORED
     ) WITHOUT ROWID;
     INSERT INTO tag_roots (root, first) SELECT root, min(name) FROM tags GROUP BY root;
     CREATE TRIGGER tag_roots_added AFTER INSERT ON tags BEGIN
