@@ -160,3 +160,20 @@ def test_a_search_page_ranks_without_writing_its_ranked_pool_to_a_table(library)
 
     assert not [step for step in steps(50) if "MATERIALIZE" in step]
     assert "MATERIALIZE pool" in steps(None)
+
+
+@pytest.mark.parametrize("statistics", ["a million's", "none"])
+def test_ls_tags_reads_its_kept_directories_in_their_order(library, unanalysed, statistics):
+    # `ls /tags` is one pass over `tag_roots` (schema 14), whose key order is the listing's:
+    # no tag name read, nothing sorted. The kept table's triggers find a root's first tag with
+    # one seek of `tags_root`, not a scan of every tag (SQLite does not call an index on a
+    # virtual column covering, but reads the column from it: the table's row is not read).
+    store = (library if statistics == "a million's" else unanalysed).store
+    statements = traced(library if statistics == "a million's" else unanalysed, shell("ls /tags"))
+    assert [plan(store, sql, bindings) for sql, bindings in statements] == [["SCAN tag_roots"]]
+    assert plan(store, "SELECT min(name) FROM tags WHERE root = ?", ("dev",)) == [
+        "SEARCH tags USING INDEX tags_root (root=?)"
+    ]
+    assert plan(store, "SELECT 1 FROM tags WHERE root = ?", ("dev",)) == [
+        "SEARCH tags USING INDEX tags_root (root=?)"
+    ]

@@ -7,6 +7,7 @@ from marks.library import Library
 from marks.maintenance import stats
 from marks.store import Store
 from support.marksrun import Runner
+from support.oldschema import before_14
 
 ROWS = [  # url, domain, visit_count, reachable
     ("https://a.example/1", "a.example", 0, None),
@@ -21,6 +22,7 @@ def test_an_older_library_gains_the_checked_index_keeps_every_row_and_counts_rig
     path = tmp_path / "old.db"
     Store(path).close()
     old = apsw.Connection(str(path))
+    before_14(old)
     old.execute("DROP INDEX bookmarks_checked; PRAGMA user_version = 12")  # as before schema 13
     old.executemany(
         "INSERT INTO bookmarks (url, url_key, domain, added, visit_count, reachable) "

@@ -22,7 +22,7 @@ from typing import IO, TYPE_CHECKING
 
 import msgspec
 
-from marks import clock, journal, tagnames, urls
+from marks import clock, journal, schema, tagnames, urls
 from marks.wire import Bookmark, ImportReport
 
 if TYPE_CHECKING:
@@ -474,6 +474,9 @@ def bulk_load(importer: Importer) -> Iterator[None]:
         name for (name,) in store.execute("SELECT name FROM sqlite_schema WHERE type = 'trigger'")
     }
     dropped = [("TRIGGER", name) for name in INDEX_TRIGGERS if name in present]
+    # The kept counts' triggers too (a row each, a third of a million of them for the visited
+    # alone): the counts are counted afresh at the end instead.
+    dropped += [("TRIGGER", name) for name in schema.KEPT_COUNTS_TRIGGERS if name in present]
     if importer.first_new <= REBUILD_BELOW:
         # A small library: its secondary indexes are built once at the end (sorted) rather than
         # grown row by row at random places; url_key's UNIQUE index stays, lookups need it.
@@ -514,6 +517,7 @@ def bulk_load(importer: Importer) -> Iterator[None]:
         store.execute(f"DROP TABLE temp.{table}")
     for sql in saved:
         store.execute(sql)
+    store.execute(schema.RECOUNT)
 
 
 def import_records(

@@ -95,8 +95,8 @@ def stats(library: Library) -> dict:
         "broken": value("SELECT count(*) FROM bookmarks WHERE reachable = 0"),
         "unchecked": bookmarks
         - value("SELECT count(*) FROM bookmarks WHERE reachable IS NOT NULL"),
-        # A seek per domain (`listing.DOMAINS`), and the empty domain (a URL without a host),
-        # which count(DISTINCT domain) counted too.
+        # The kept domains (`listing.DOMAINS`, schema 14), and the empty domain (a URL without
+        # a host), which count(DISTINCT domain) counted too.
         "domains": value(
             f"{DOMAINS} SELECT count(domain) + "
             "EXISTS (SELECT 1 FROM bookmarks WHERE domain = '') FROM d"

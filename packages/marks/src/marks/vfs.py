@@ -65,6 +65,9 @@ class Selection(msgspec.Struct, frozen=True):
     # bookmark (SQLite counts a table without reading its rows) less these. Exact, so it must be
     # the whole complement of `where` over every row the table can hold.
     others: str = ""
+    # A statement answering the directory's count from numbers the schema keeps (schema 14:
+    # `visit_counts`), when there is one: read instead of counting.
+    kept: str = ""
 
 
 class Subdirs(msgspec.Struct, frozen=True):
@@ -101,7 +104,11 @@ COLLECTIONS = {
     "archived": Selection("archived = 1"),
     # Two thirds of a library: counting the visited third is 4 times less work (visit_count is
     # NOT NULL and never negative: the schema checks it).
-    "unread": Selection("visit_count = 0", others="visit_count > 0"),
+    "unread": Selection(
+        "visit_count = 0",
+        others="visit_count > 0",
+        kept="SELECT (SELECT count(*) FROM bookmarks) - visited FROM visit_counts",
+    ),
     "popular": Selection("visit_count > 0", order="visit_count DESC, id DESC", limit=POPULAR_SIZE),
     "broken": Selection("reachable = 0"),
     "untagged": Selection("tags = ''"),
@@ -177,13 +184,16 @@ def activity(
     `added` (there is no starred-at time), within [start, end) when given."""
     column = "last_visited" if name == "visited" else "added"
     bindings: tuple[str, ...] = ()
+    kept = ""
     if start is None or end is None:
         where = f"{column} IS NOT NULL"
+        if name == "visited":  # /recent, kept counted (schema 14)
+            kept = "SELECT seen FROM visit_counts"
     else:
         where, bindings = f"{column} >= ? AND {column} < ?", (_text(start), _text(end))
     if name == "starred":
         where += " AND starred = 1"
-    return Selection(where, bindings, order=f"{column} DESC, id DESC")
+    return Selection(where, bindings, order=f"{column} DESC, id DESC", kept=kept)
 
 
 def _recent(path: str, parts: list[str], now: dt.datetime) -> Location:

@@ -31,6 +31,11 @@ class Reading(Base):
             if location.bookmark_id is not None:
                 self._ls_bookmark(location.bookmark_id, long)
                 continue
+            names = None if long else self.s.fs.names(location)
+            if names is not None:  # /tags, /domains: their lines as one text
+                if names:
+                    self.out(names)
+                continue
             listing = self.s.fs.listing(location, everything=everything, counts=long)
             pending = self._unconfirmed(location, listing.entries)
             lines = []
