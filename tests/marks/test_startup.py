@@ -96,12 +96,14 @@ def test_bookmark_list_loads_neither_search_nor_the_checker(sample, tmp_path):
     assert not modules & unwanted, sorted(modules & unwanted)
 
 
-def test_bookmark_list_loads_no_other_group_and_no_locale(sample, tmp_path):
+def test_bookmark_list_loads_no_other_group_nor_locale_nor_the_journal(sample, tmp_path):
     # Click looks its help and version options' words up in `gettext` as it makes them, and the
     # first lookup imports `locale` (5 million instructions): marks makes those two options.
     shown, modules = loaded(sample, tmp_path, "bookmark", "list", "--limit", "50")
     assert "Kept" in shown
     assert "locale" not in modules
+    # The undo journal and the trash's rows: only what changes bookmarks records into them.
+    assert not modules & {"marks.journal", "marks.trashrows", "marks.dependents"}
     groups = {name for name in modules if name.startswith("marks.cli.")}
     assert groups == {"marks.cli.bookmark", "marks.cli.output", "marks.cli.edge"}
 
