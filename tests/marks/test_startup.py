@@ -224,6 +224,46 @@ def test_a_command_closes_the_library_file_when_it_ends(sample, library):
     assert sorted(path.name for path in sample.parent.glob(sample.name + "*")) == [sample.name]
 
 
+COLLECTIONS = """
+import atexit, gc, os, sys
+
+seen = []  # at each collection after `main` began: whether the group's module had loaded whole
+
+
+def watch(phase, info):
+    if phase == "start" and "marks.cli" in sys.modules:
+        module = sys.modules.get("marks.cli.bookmark")
+        seen.append(module is not None and hasattr(module, "list_"))
+
+
+def report():
+    print("collections while loading:", seen.count(False), file=sys.stderr)
+    print("collections in the command:", seen.count(True), file=sys.stderr)
+
+
+gc.callbacks.append(watch)
+atexit.register(report)
+from marks.program import main
+sys.argv = ["marks", *sys.argv[1:]]
+main()
+"""
+
+
+def test_the_collector_stays_off_until_the_command_runs(sample):
+    # The group's module loads as Click parses the line (with msgspec, about 30 million
+    # instructions of imports): no collection walks what it makes; the command runs with the
+    # collector on.
+    done = subprocess.run(
+        [sys.executable, "-c", COLLECTIONS, "--db", str(sample), "bookmark", "list"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "Kept" in done.stdout
+    assert "collections while loading: 0" in done.stderr
+
+
 def test_running_a_command_in_process_leaves_the_collector_alone(marks):
     # Only the program's own process is changed: tests and the server import `marks.cli`.
     frozen = gc.get_freeze_count()

@@ -228,7 +228,13 @@ def _show_version(ctx: click.Context, param: click.Parameter, value: bool) -> No
 
 
 class Command(click.Command):
-    """A command whose help option is made as Click makes it, without a `gettext` lookup."""
+    """A command whose help option is made as Click makes it, without a `gettext` lookup, and
+    which calls `run`'s `starting` before it runs."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        if _starting and not isinstance(self, click.Group):
+            _starting.pop()()
+        return super().invoke(ctx)
 
     def get_help_option(self, ctx: click.Context) -> click.Option | None:
         names = self.get_help_option_names(ctx)
@@ -341,11 +347,21 @@ def cli() -> None:
     """Keep, search and check your bookmarks."""
 
 
-def run() -> int:
-    """The command line in `sys.argv`, run: its exit status (the program is `marks.program`)."""
+# What runs once the command line is parsed, just before its command does (`run(starting=...)`).
+_starting: list[Callable[[], object]] = []
+
+
+def run(starting: Callable[[], object] | None = None) -> int:
+    """The command line in `sys.argv`, run: its exit status (the program is `marks.program`).
+    `starting` is called once the command line is parsed and its group's module loaded, just
+    before the command itself runs (not for `--help`, `--version` or a usage error)."""
     from marks.cli.edge import handled
 
-    return handled(lambda: cli.main(standalone_mode=False, prog_name="marks"))
+    _starting[:] = [starting] if starting is not None else []
+    try:
+        return handled(lambda: cli.main(standalone_mode=False, prog_name="marks"))
+    finally:
+        _starting.clear()
 
 
 def main() -> None:
