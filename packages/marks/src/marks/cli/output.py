@@ -70,7 +70,7 @@ def table(rows: Sequence[Sequence[object]], headers: Sequence[str]) -> None:
     lines = [line.format(*(_fit(str(h), w) for h, w in zip(headers, widths, strict=True)))]
     lines += (line.format(*(_fit(c, w) for c, w in zip(row, widths, strict=True))) for row in texts)
     # Written a block at a time: each `click.echo` looks up its stream and flushes it (a write
-    # of its own), about 20,000 instructions a line.
+    # of its own), over 10,000 instructions a line.
     for start in range(0, len(lines), TABLE_BLOCK):
         click.echo("\n".join(text.rstrip() for text in lines[start : start + TABLE_BLOCK]))
 
