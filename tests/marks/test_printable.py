@@ -35,3 +35,8 @@ def test_escape_shows_each_unsafe_character_not_kept(text, keep):
 
 def test_the_unsafe_set_is_the_documented_one():
     assert set(UNSAFE) == {chr(code) for code in range(0x10000) if unsafe(chr(code))}
+
+
+def test_every_unsafe_character_is_one_python_calls_unprintable():
+    # `escape` returns printable text as it is, unsearched: no unsafe character may be printable.
+    assert not any(ch.isprintable() for ch in UNSAFE)

@@ -21,17 +21,21 @@ from marks.library import Library
 
 MARKS = str(Path(sys.executable).with_name("marks"))
 
+# The report is written at exit by an `atexit` function: the program runs those before it leaves
+# (it may leave with `os._exit`, so a `finally` after `main()` would never run).
 RUN = """
-import os, sys
-from marks.program import main
-sys.argv = ["marks", *sys.argv[1:]]
-try:
-    main()
-finally:
+import atexit, os, sys
+
+def report():
     loaded = sorted(sys.modules)
     import json
     with open(os.environ["LOADED_MODULES"], "w") as handle:
         json.dump(loaded, handle)
+
+atexit.register(report)
+from marks.program import main
+sys.argv = ["marks", *sys.argv[1:]]
+main()
 """
 
 # Never needed to list bookmarks or directories: the interactive shell's terminal library, the
@@ -92,6 +96,76 @@ def test_bookmark_list_loads_neither_search_nor_the_checker(sample, tmp_path):
     assert not modules & unwanted, sorted(modules & unwanted)
 
 
+def test_bookmark_list_loads_no_other_group_nor_locale_nor_the_journal(sample, tmp_path):
+    # Click looks its help and version options' words up in `gettext` as it makes them, and the
+    # first lookup imports `locale` (5 million instructions): marks makes those two options.
+    shown, modules = loaded(sample, tmp_path, "bookmark", "list", "--limit", "50")
+    assert "Kept" in shown
+    assert "locale" not in modules
+    # The undo journal and the trash's rows: only what changes bookmarks records into them.
+    assert not modules & {"marks.journal", "marks.trashrows", "marks.dependents"}
+    groups = {name for name in modules if name.startswith("marks.cli.")}
+    assert groups == {"marks.cli.bookmark", "marks.cli.output", "marks.cli.edge"}
+
+
+LEAVE = """
+import atexit, sys, threading
+from marks.program import leave
+
+atexit.register(lambda: print("atexit ran"))
+print("the command's output")
+"""
+
+
+def test_the_program_leaves_after_flushing_and_running_atexit(tmp_path):
+    # `leave` skips the interpreter's teardown of every module with `os._exit`: first what the
+    # ordinary exit would still do that anyone can see, and the exit status.
+    done = subprocess.run(
+        [sys.executable, "-c", LEAVE + "leave(3)"], capture_output=True, text=True, timeout=120
+    )
+    assert (done.returncode, done.stdout) == (3, "the command's output\natexit ran\n")
+
+
+def test_the_program_waits_for_a_running_thread(tmp_path):
+    # A thread still working when the command returns finishes (the ordinary exit joins it).
+    script = LEAVE + (
+        "go = threading.Event()\n"
+        "def work():\n"
+        "    go.wait()\n"
+        "    print('the thread finished', flush=True)\n"
+        "threading.Thread(target=work).start()\n"
+        "go.set()\n"
+        "leave(0)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    assert "the thread finished" in done.stdout and "atexit ran" in done.stdout
+
+
+def test_the_program_leaves_no_open_library_behind(library, db_path):
+    # A connection left open (not a command's: those are closed when it ends) is closed by the
+    # ordinary exit, so SQLite's -wal and -shm files go with it.
+    library.store.close()
+    script = LEAVE + (
+        "from marks.store import Store\n"
+        f"store = Store({str(db_path)!r})\n"
+        "store.execute('CREATE TABLE written_at_exit (x)')\n"
+        f"print('open:', sorted(p.name for p in Path({str(db_path.parent)!r}).iterdir()))\n"
+        "leave(0)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", "from pathlib import Path\n" + script],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    assert f"{db_path.name}-wal" in done.stdout  # while the connection was open
+    assert sorted(path.name for path in db_path.parent.glob(db_path.name + "*")) == [db_path.name]
+
+
 @pytest.mark.parametrize(
     ("path", "expected"),
     [
@@ -150,8 +224,103 @@ def test_a_command_closes_the_library_file_when_it_ends(sample, library):
     assert sorted(path.name for path in sample.parent.glob(sample.name + "*")) == [sample.name]
 
 
+COLLECTIONS = """
+import atexit, gc, os, sys
+
+seen = []  # at each collection after `main` began: whether the group's module had loaded whole
+
+
+def watch(phase, info):
+    if phase == "start" and "marks.cli" in sys.modules:
+        module = sys.modules.get("marks.cli.bookmark")
+        seen.append(module is not None and hasattr(module, "list_"))
+
+
+def report():
+    print("collections while loading:", seen.count(False), file=sys.stderr)
+    print("collections in the command:", seen.count(True), file=sys.stderr)
+
+
+gc.callbacks.append(watch)
+atexit.register(report)
+from marks.program import main
+sys.argv = ["marks", *sys.argv[1:]]
+main()
+"""
+
+
+def test_the_collector_stays_off_until_the_command_runs(sample):
+    # The group's module loads as Click parses the line (with msgspec, about 30 million
+    # instructions of imports): no collection walks what it makes; the command runs with the
+    # collector on.
+    done = subprocess.run(
+        [sys.executable, "-c", COLLECTIONS, "--db", str(sample), "bookmark", "list"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "Kept" in done.stdout
+    assert "collections while loading: 0" in done.stderr
+
+
 def test_running_a_command_in_process_leaves_the_collector_alone(marks):
     # Only the program's own process is changed: tests and the server import `marks.cli`.
     frozen = gc.get_freeze_count()
     assert marks("bookmark", "list").code == 0
     assert gc.isenabled() and gc.get_freeze_count() == frozen
+
+
+HELPS = """
+import sys
+import click
+from click.testing import CliRunner
+import marks.cli
+from marks import __version__
+from marks.cli import cli
+
+if sys.argv[1] == "click":  # Click's own help and version options, as marks had them before
+    marks.cli.Command.get_help_option = click.Command.get_help_option
+    version = click.version_option(__version__, prog_name="marks")(lambda: None)
+    at = [param.name for param in cli.params].index("version")
+    cli.params[at] = version.__click_params__[0]
+
+
+def paths(command, path):
+    yield path
+    if isinstance(command, click.Group):
+        context = click.Context(command)
+        for name in command.list_commands(context):
+            yield from paths(command.get_command(context, name), [*path, name])
+
+
+runner = CliRunner()
+for path in [*paths(cli, []), ["--version"]]:
+    for flag in ("--help", "-h") if path != ["--version"] else ("",):
+        done = runner.invoke(cli, [*path, flag] if flag else path, prog_name="marks")
+        print(f"=== {' '.join(path)} {flag} {done.exit_code}")
+        print(done.output, end="")
+"""
+
+
+def helps(which: str) -> str:
+    done = subprocess.run(
+        [sys.executable, "-c", HELPS, which],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={key: value for key, value in os.environ.items() if key != "COLUMNS"},
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def test_every_help_is_the_help_click_itself_would_print():
+    # marks makes the help and version options itself (without Click's `gettext` lookups):
+    # every group's and command's help, by `--help` and `-h`, and `--version` print what they
+    # print with Click's own options, byte for byte.
+    ours = helps("marks")
+    assert ours.count("=== ") > 150  # every group and command, twice
+    assert ours.count("-h, --help") == ours.count("=== ") - 1  # each help lists the option
+    assert "Show the version and exit." in ours and "marks, version " in ours
+    assert ours == helps("click")

@@ -10,7 +10,7 @@ import datetime as dt
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
-from marks import clock, formats, journal, limits, tagnames
+from marks import clock, formats, limits, tagnames
 from marks.exceptions import Duplicate, Invalid, NotFound
 from marks.rows import COLUMNS
 from marks.rows import to_bookmark as row_to_bookmark
@@ -21,8 +21,9 @@ if TYPE_CHECKING:
     from marks import search
     from marks.plugins import Plugins
 
-# `marks.search` (the query language with it) and `marks.urls` are imported by the methods that
-# use them: `bookmark list` and the shell's `ls` load neither (start-up is most of their time).
+# `marks.search` (the query language with it), `marks.urls` and the undo journal (`marks.journal`,
+# with the trash's rows) are imported by the methods that use them: `bookmark list` and the
+# shell's `ls` load none of them (start-up is most of their time).
 
 
 SORTS = {  # name -> (order, reversed order); unvisited bookmarks come last by default
@@ -65,7 +66,7 @@ class Bookmarks:
         store: Store,
         now: Callable[[], dt.datetime] = clock.now,
         plugins: "Plugins | None" = None,
-        trash_days: int = journal.TRASH_DAYS,
+        trash_days: int = limits.TRASH_DAYS,
     ) -> None:
         self.store = store
         self.now = now
@@ -80,6 +81,8 @@ class Bookmarks:
     def undoable(self, action: str) -> Iterator[int]:
         """One destructive change: a transaction and an undo step recorded in it (the change
         says what it did with `journal.describe`). Nested changes join the outer step."""
+        from marks import journal
+
         if self._step is not None:
             yield self._step
             return
@@ -92,15 +95,21 @@ class Bookmarks:
 
     def before(self, ids: Iterable[int], fields: Sequence[str] = (), tags: bool = True) -> None:
         """Keep what the running change is about to overwrite on these bookmarks."""
+        from marks import journal
+
         assert self._step is not None, "inside undoable()"
         journal.save(self.store, self._step, ids, fields, tags)
 
     def said(self, summary: str) -> None:
+        from marks import journal
+
         if self._step is not None:
             journal.describe(self.store, self._step, summary)
 
     def purge_trash(self) -> int:
         """Forget what has been in the trash longer than `trash_days` (cheap when nothing has)."""
+        from marks import journal
+
         return journal.purge(self.store, self.now() - dt.timedelta(days=self.trash_days))
 
     # --- reading ---------------------------------------------------------------------------------
@@ -293,6 +302,8 @@ class Bookmarks:
             self.plugins.fire(hook, *args)
 
     def _insert(self, record: Record, tags: list[str], key: str, domain: str) -> int:
+        from marks import journal
+
         self.store.execute(
             "INSERT INTO bookmarks (id, url, url_key, title, description, tags, domain, starred, "
             "archived, added, last_visited, visit_count, reachable, last_checked, check_result) "
@@ -397,6 +408,8 @@ class Bookmarks:
     def delete(self, ids: Iterable[int]) -> int:
         """Move bookmarks to the trash with everything that hangs on them (`marks undo` or
         `trash restore` brings them back; `trash_days` later they are gone)."""
+        from marks import journal
+
         ids = list(dict.fromkeys(ids))
         with self.store.transaction():
             self.purge_trash()  # before the step begins: a purge forgets steps with no rows

@@ -15,7 +15,7 @@ from typing import Any
 
 import msgspec
 
-from marks import clock
+from marks import clock, limits
 from marks.dependents import dependents, quote, tag_map, temp_ids
 from marks.exceptions import Conflict
 from marks.store import Store
@@ -50,7 +50,7 @@ __all__ = [
 # small (a step keeps only what its change overwrote; a deleted bookmark's rows are in the trash,
 # which `trash_days` bounds). Older steps are forgotten; their bookmarks stay in the trash.
 UNDO_STEPS = 20
-TRASH_DAYS = 30  # config `trash_days`: how long a deleted bookmark waits in the trash
+TRASH_DAYS = limits.TRASH_DAYS  # config `trash_days`: how long a deleted bookmark waits
 MAX_DAYS = 100_000  # any longer is "forever" (and a date before year 1 cannot be written)
 
 

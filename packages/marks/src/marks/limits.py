@@ -14,3 +14,5 @@ QUERY_NESTING = 64
 # Terms in one query or filter: SQLite refuses an expression tree deeper than 1000, and a chain of
 # ORs is that deep; far more than anyone types.
 QUERY_TERMS = 200
+# Days a deleted bookmark waits in the trash by default (config `trash_days`).
+TRASH_DAYS = 30

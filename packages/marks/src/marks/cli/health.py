@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 import click
 
 from marks import clock
-from marks.cli import global_options, state
+from marks.cli import Command, global_options, state
 from marks.cli import output as show
 from marks.printable import escape
 
@@ -107,7 +107,7 @@ def _next_check(since: dt.datetime | None, hours: float) -> str:
 BROKEN_FOUND = 3  # the exit status when a checked link is confirmed broken
 
 
-@click.command(name="health", epilog=_EXIT_HELP)
+@click.command(name="health", cls=Command, epilog=_EXIT_HELP)
 @click.argument("ids", nargs=-1, type=int)
 @click.option("--broken", is_flag=True, help="Only links now unreachable (always re-checked).")
 @click.option("--unchecked", is_flag=True, help="Only links never checked.")

@@ -5,10 +5,10 @@ from pathlib import Path
 
 import click
 
-from marks.cli import global_options, state
+from marks.cli import Command, global_options, state
 
 
-@click.command()
+@click.command(cls=Command)
 @global_options
 @click.option("--host", default=None, help="Address to bind [config server_host, 127.0.0.1].")
 @click.option("--port", type=click.IntRange(0, 65535), default=None, help="Port [8000].")

@@ -5,10 +5,10 @@ import sys
 
 import click
 
-from marks.cli import global_options, state
+from marks.cli import Command, global_options, state
 
 
-@click.command()
+@click.command(cls=Command)
 @global_options
 @click.option(
     "-c",

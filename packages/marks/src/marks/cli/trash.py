@@ -3,7 +3,7 @@ last destructive change. Thin commands over `marks.trash`."""
 
 import click
 
-from marks.cli import Group, confirm, global_options, state
+from marks.cli import Command, Group, confirm, global_options, state
 from marks.cli import output as show
 
 
@@ -82,7 +82,7 @@ def empty(older_than: int | None) -> None:
     click.echo(f"removed {service.empty(library, older_than)} bookmark(s) for good", err=True)
 
 
-@click.command()
+@click.command(cls=Command)
 @global_options
 def undo() -> None:
     """Undo the last destructive change: delete, tag rename/merge/delete, bulk tags, dedupe,
