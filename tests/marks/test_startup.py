@@ -166,6 +166,27 @@ def test_the_program_leaves_no_open_library_behind(library, db_path):
     assert sorted(path.name for path in db_path.parent.glob(db_path.name + "*")) == [db_path.name]
 
 
+def test_the_program_lets_a_plugins_unclosed_file_be_written(tmp_path):
+    # Third-party code may leave a file written and not closed: its buffer reaches the file only
+    # through the ordinary exit's finalization, which a process that loaded a plugin keeps.
+    (tmp_path / "sloppy_plugin.py").write_text(
+        f"handle = open({str(tmp_path / 'written.txt')!r}, 'w')\n"
+        "handle.write('every line the plugin wrote')\n"
+        "class Plugin:\n    pass\n"
+    )
+    script = LEAVE + (
+        f"sys.path.insert(0, {str(tmp_path)!r})\n"
+        "from marks import plugins\n"
+        "plugins._load('sloppy_plugin:Plugin')\n"
+        "leave(0)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / "written.txt").read_text() == "every line the plugin wrote"
+
+
 @pytest.mark.parametrize(
     ("path", "expected"),
     [

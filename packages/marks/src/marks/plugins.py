@@ -176,8 +176,16 @@ def _discovered(index_path: "str | os.PathLike[str] | None") -> tuple[list[_Foun
     return found, installed
 
 
+# Whether a plugin's code was imported in this process: `marks.program` then leaves by the
+# interpreter's ordinary exit, which finalizes what third-party code may have left open (a file
+# written and not closed loses its buffer to a bare `os._exit`).
+foreign_code_loaded = False
+
+
 def _load(value: str) -> Any:
     """What an entry point's `module:attribute.path [extras]` names (as EntryPoint.load)."""
+    global foreign_code_loaded
+    foreign_code_loaded = True
     module, _, attribute = value.partition(":")
     target = importlib.import_module(module.strip())
     for part in attribute.split("[", 1)[0].strip().split("."):

@@ -18,7 +18,8 @@ tenth of its instructions and finds nothing to free in them:
 - Then the process leaves without the interpreter's teardown of every module (about 6 million
   instructions of `bookmark list`), but only once what that teardown would finish is done: the
   output is flushed, the `atexit` functions have run, and only when no SQLite connection is
-  open and no other thread runs (else the ordinary exit, which waits for them).
+  open, no other thread runs and no plugin's code was loaded (else the ordinary exit, which
+  waits for them and finalizes what a plugin may have left open).
 """
 
 import atexit
@@ -48,7 +49,7 @@ def _collect_from_here() -> None:
 
 def leave(status: int) -> None:
     """Exit with `status`: straight away when nothing is left for the interpreter to finish."""
-    if threading.active_count() > 1 or _connections_open():
+    if threading.active_count() > 1 or _connections_open() or _plugins_loaded():
         sys.exit(status)  # the ordinary exit waits for threads and closes what is open
     atexit._run_exitfuncs()  # e.g. logging's last flush: what the ordinary exit runs first
     try:
@@ -58,6 +59,12 @@ def leave(status: int) -> None:
     except BaseException:  # e.g. a closed pipe: the ordinary exit reports it as it always did
         sys.exit(status)
     os._exit(status)
+
+
+def _plugins_loaded() -> bool:
+    """Whether a plugin's code ran here: marks closes every file it writes, a plugin may not."""
+    plugins = sys.modules.get("marks.plugins")
+    return plugins is not None and bool(plugins.foreign_code_loaded)
 
 
 def _connections_open() -> bool:
