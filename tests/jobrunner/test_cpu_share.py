@@ -29,8 +29,8 @@ SYSCALL_STORM = (  # reading /dev/zero: the kernel fills the buffer, the job doe
 
 # Busy in the kernel (/dev/zero, page faults) while its memory grows by 2 MiB every 10 ms of wall
 # time, however fast the machine, for 1.5 CPU-seconds of filling (so it is demoted on the way); then
-# it waits for `stop`. Counted from its start: Python's own start took 3.2 CPU-seconds in the qemu VM
-# of test-cgroup2 (TCG, host loaded), which left no time to fill.
+# it waits for `stop`. Not counted from its start: Python's own start took 3.2 CPU-seconds in the
+# qemu VM of test-cgroup2 (TCG, host loaded), which left no time to fill.
 MEMORY_FILLER = (
     "import os, time\nblocks, buffer = [], bytearray(4 * 2**20)\n"
     "start = time.process_time()\nprint('filling', flush=True)\n"
