@@ -1,15 +1,21 @@
 """The CPU policy's decisions, sample by sample, on scripted cgroup readings: the cases that real
 jobs reach only now and then (a fork bomb throttled through a whole sample, a memory bomb freeing
-its memory as it dies). What the policy does to real jobs is in test_cpu_share.py."""
+its memory as it dies, a filler on a slow machine), and the memory rule on its own over any
+sequence of samples. What the policy does to real jobs is in test_cpu_share.py."""
 
 import asyncio
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from jobrunner.sandbox import cpushare
 from jobrunner.sandbox.cpushare import CpuShare
 
 MiB = 2**20
+# A filler's pace in bytes per CPU-second of its own (2 MiB bytearrays, each page a fault): 580 MiB
+# on this project's host, 7.8 MiB in the qemu VM of ci/cgroup2-vm.sh under TCG with the host loaded.
+SLOWEST_FILL_PACE = 7.8 * MiB
 
 
 class Clock:
@@ -129,3 +135,54 @@ def test_a_job_filling_past_its_high_again_after_freeing_is_not_capped():
     cgroup = watch([(0.05, 0.15 * (n + 1), 0, m * MiB) for n, m in enumerate(memory)])
     assert cgroup.weights == [cpushare.DEMOTED_WEIGHT]
     assert cgroup.caps == []
+
+
+def test_a_demoted_job_filling_its_memory_on_a_slow_machine_is_not_capped():
+    # At the slowest pace measured, on a machine so loaded that the job gets 40 ms of CPU per
+    # sample: 0.3 MiB per sample, which a rule of 1 MiB per sample found not filling.
+    pace = int(SLOWEST_FILL_PACE * 0.04)
+    samples = [(0.01 * n, 0.03 * n, 0, 10 * MiB + n * pace) for n in range(1, 31)]
+    cgroup = watch(samples)
+    assert cgroup.weights == [cpushare.DEMOTED_WEIGHT]
+    assert cgroup.caps == [], "capped while filling its memory"
+
+
+def test_a_capped_job_that_starts_filling_its_memory_slowly_is_uncapped():
+    # A syscall storm with steady memory, capped; then it fills at the slowest pace measured, which
+    # is 0.08 MiB in the 10 ms of CPU a capped job gets per sample.
+    storm = [(0.05 * n, 0.3 * n, 0, 20 * MiB) for n in range(1, 7)]
+    pace = int(SLOWEST_FILL_PACE * 0.01)
+    filling = [(0.3, 1.8 + 0.01 * n, 0, 20 * MiB + n * pace) for n in range(1, 41)]
+    cgroup = watch(storm + filling)
+    assert cgroup.caps == [0.1, None], "a filler stayed capped"
+
+
+CPU_PER_SAMPLE = st.floats(0.0, 0.25)  # nothing (v1 counts in ticks) up to two busy cores' worth
+
+
+@given(
+    pace=st.floats(SLOWEST_FILL_PACE, 4096 * MiB),
+    base=st.integers(MiB, 64 * MiB),
+    spent=st.lists(CPU_PER_SAMPLE, min_size=1, max_size=100),
+)
+def test_a_steady_filler_at_any_pace_is_judged_filling_throughout(pace, base, spent):
+    memory, cpu = cpushare._Memory(), 0.0
+    for seconds in spent:
+        cpu += seconds
+        assert memory.moving(base + int(pace * cpu), cpu)
+
+
+@given(
+    low=st.integers(0, 256 * MiB),
+    swing=st.integers(MiB, 256 * MiB),
+    samples=st.lists(st.tuples(st.floats(0.0, 1.0), CPU_PER_SAMPLE), max_size=100),
+)
+def test_a_churner_that_has_been_at_its_high_and_low_is_never_judged_moving(low, swing, samples):
+    high, memory = low + swing, cpushare._Memory()
+    memory.moving(high, 1.0)  # filled up to its high
+    memory.moving(low, 2.0)  # freed down to its low
+    assert not memory.moving(low, 3.0)  # and a window of neither
+    cpu = 3.0
+    for where, seconds in samples:
+        cpu += seconds
+        assert not memory.moving(low + int(where * swing), cpu)

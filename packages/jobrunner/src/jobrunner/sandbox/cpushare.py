@@ -23,10 +23,18 @@ beside other jobs, capped, held its slot for 1.3 s instead of 0.6 s, and the job
 waited that long. Only filling and freeing are exempt, though, not memory that merely moves: a
 job that maps, writes and unmaps the same memory over and over (64 processes churning 2 MiB each)
 is a syscall storm, which a "grew or shrank by 1 MiB in the sample" rule capped in only 12-22 % of
-the samples (the jobs beside it: run time p90 96 ms instead of 46 ms). So a sample fills when the
-job's memory rises `CHURN_BYTES` above the highest it ever had, and frees when it falls that much
-below the lowest it had since that high: both are bounded by the memory limit, once per high; a
-churning job sets neither after its first samples (now and then a new low lets it off for one).
+the samples (the jobs beside it: run time p90 96 ms instead of 46 ms). So the job fills when its
+memory rises `CHURN_BYTES` above the highest it had before, and frees when it falls that much below
+the lowest it had since it last filled: both are bounded by the memory limit, once per high; a
+churning job does neither once it has been at its high and its low (now and then a new high or low
+lets it off for a while). Each judgment stands until the next, and the next comes at the next MiB
+or after `FILL_CPU_SECONDS` of the job's own CPU time, not after a sample: a pace in bytes per
+CPU-second of the job's own, which the cap, the load on the machine and the length of a sample do
+not change. Per sample, a capped job (10 ms of CPU in it) had to fill at 100 MiB per CPU-second to
+be let off, and a filler whose page faults are slow (cgroup v2 in a qemu VM under TCG emulation,
+host loaded: 7.8 MiB per CPU-second, 580 on the host) stayed capped once capped. The price of the
+exemption stays a MiB of the job's own memory limit per judgment, which lasts at most
+`FILL_CPU_SECONDS` of its CPU time (and the sample after it, before the cap is back).
 """
 
 import asyncio
@@ -42,7 +50,8 @@ DEMOTE_AFTER_CPU_SECONDS = 0.5
 DEMOTED_WEIGHT = 10  # on cgroup v2's scale, where 100 is the default
 HEAVY_SYSTEM_SHARE = 0.5  # system time over all CPU time, judged on at least...
 JUDGE_CPU_SECONDS = 0.03  # ...this much CPU time (several samples of a capped job)
-CHURN_BYTES = 2**20  # filling or freeing in one sample that makes kernel time the job's own
+CHURN_BYTES = 2**20  # filled or freed within...
+FILL_CPU_SECONDS = 0.25  # ...this much CPU time: its kernel time is its own (page faults)
 HEAVY_CAP = 0.1  # cores
 CAP_LINGER_SECONDS = 1.0
 SAMPLE_SECONDS = 0.1
@@ -53,19 +62,31 @@ FIRST_SAMPLES = (0.02, 0.03, 0.05)
 
 @dataclass
 class _Memory:
-    """Whether a job's memory is filling or freeing, as opposed to going up and down."""
+    """Whether a job's memory is filling or freeing at `CHURN_BYTES` per `FILL_CPU_SECONDS` of its
+    own CPU time at least, as opposed to going up and down. A window of CPU time fills when the
+    memory rises `CHURN_BYTES` above the highest it had before the window, frees when it falls that
+    much below the lowest it had since it last filled, and ends there, or as neither after
+    `FILL_CPU_SECONDS`; its judgment stands until the next one ends."""
 
     high: int = 0  # the most memory it had in any sample
-    low: int = 0  # the least it had since `high` was reached
+    low: int = 0  # the least it had since it last filled
+    cpu: float = 0.0  # CPU-seconds used when the window began
+    high_before: int = 0  # `high` and `low` when the window began
+    low_before: int = 0
+    judgment: bool = False  # whether the last window filled or freed
 
-    def moving(self, used: int) -> bool:
-        """Record a sample; True if it filled or freed at least `CHURN_BYTES`."""
-        if used >= self.high + CHURN_BYTES:
-            self.high = self.low = used
-            return True
-        freed = used <= self.low - CHURN_BYTES
+    def moving(self, used: int, cpu: float) -> bool:
+        """Record a sample (memory used, CPU-seconds used so far); the last judgment."""
         self.high, self.low = max(self.high, used), min(self.low, used)
-        return freed
+        self.cpu = min(self.cpu, cpu)  # v1 sums the live processes (see _Split)
+        filled = used >= self.high_before + CHURN_BYTES
+        freed = used <= self.low_before - CHURN_BYTES
+        if filled or freed or cpu - self.cpu >= FILL_CPU_SECONDS:
+            self.judgment = filled or freed
+            if filled:
+                self.low = used
+            self.cpu, self.high_before, self.low_before = cpu, self.high, self.low
+        return self.judgment
 
 
 @dataclass
@@ -141,7 +162,7 @@ class CpuShare:
                 job.demoted = True
                 with contextlib.suppress(OSError):  # the same; or a write the kernel refused
                     await asyncio.to_thread(job.cgroup.set_cpu_weight, DEMOTED_WEIGHT)
-            filling_or_freeing = job.memory.moving(memory)
+            filling_or_freeing = job.memory.moving(memory, user + system)
             busy_in_kernel = job.split.busy_in_kernel(user, system) and not filling_or_freeing
             if failures > before[2]:
                 job.forked_at = self.clock()
