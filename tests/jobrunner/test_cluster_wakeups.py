@@ -55,12 +55,16 @@ def test_a_status_wait_for_a_job_elsewhere_ends_with_the_job_without_polling(
 
     key = worker_key(front.url)
     waiter = threading.Thread(target=wait)
+    # Counted from here: the reads of the status polls above (the job reads `queued` until its
+    # start is written, `--start-after`) are not the waiting request's.
+    read_before = monitor.count("HGETALL", f"jr:job:{job}")
+    beats_before = monitor.count("SET", f"jr:alive:{key}")
     waiter.start()
-    assert wait_until(lambda: monitor.count("HGETALL", f"jr:job:{job}") >= 1, timeout=30)
+    assert wait_until(lambda: monitor.count("HGETALL", f"jr:job:{job}") > read_before, timeout=30)
     beats = monitor.count("SET", f"jr:alive:{key}")
     assert wait_until(lambda: monitor.count("SET", f"jr:alive:{key}") >= beats + 6, timeout=60)
-    heartbeats = monitor.count("SET", f"jr:alive:{key}")
-    reads = monitor.count("HGETALL", f"jr:job:{job}")
+    heartbeats = monitor.count("SET", f"jr:alive:{key}") - beats_before
+    reads = monitor.count("HGETALL", f"jr:job:{job}") - read_before
     let_go(front.url, states, job)
     waiter.join(60)
     assert answers and answers[0]["status"] == "completed", answers

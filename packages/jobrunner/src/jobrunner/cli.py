@@ -162,6 +162,12 @@ def main() -> None:
     help="MiB of uploads the cluster holds for queued jobs at most (then 503) [1024].",
 )
 @click.option(
+    "--start-after",
+    type=click.FloatRange(0),
+    help="Seconds a job runs before its node writes its start into the cluster's store; a "
+    "job that ends sooner writes only its end [0.25].",
+)
+@click.option(
     "--jail-uid-base",
     type=click.IntRange(1),
     help="Running jobs are host uids from this one on, one per slot [2000000000].",

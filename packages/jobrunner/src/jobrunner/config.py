@@ -78,12 +78,14 @@ class Settings(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     log_format: Literal["text", "json"] = "text"
     # Several machines (cluster/): the Valkey/Redis URL that makes this node one of a cluster,
     # the URL the other nodes reach this one on (derived from host and port when concrete), the
-    # seconds after which a silent node's running jobs are `worker_lost`, and the bytes of
-    # uploads the cluster holds for queued jobs at most (beyond: 503, as a full queue).
+    # seconds after which a silent node's running jobs are `worker_lost`, the bytes of uploads
+    # the cluster holds for queued jobs at most (beyond: 503, as a full queue), and how long a
+    # job runs before its node writes its start (`cluster.claiming`: most jobs end sooner).
     cluster: str | None = None
     advertise: str | None = None
     lost_after: Annotated[float, msgspec.Meta(gt=0)] = 10.0
     cluster_upload_mb: Annotated[int, msgspec.Meta(ge=1)] = 1024
+    start_after: Annotated[float, msgspec.Meta(ge=0)] = 0.25
 
     @property
     def state(self) -> Path:

@@ -17,7 +17,7 @@ import msgspec
 from jobrunner import errors, uploads, vouching
 from jobrunner.cluster.queue import Claimed, NotAllowed
 from jobrunner.cluster.state import BEAT, ClusterState
-from jobrunner.jobs import Job, timestamp
+from jobrunner.jobs import Job
 from jobrunner.wire import StatusRecord, decode_status
 
 log = logging.getLogger("jobrunner.cluster")
@@ -102,47 +102,65 @@ class Claiming(ClusterState):
                 except Exception as error:
                     job.failure = "environment_error"
                     self._finish(job, self.clock(), str(error))
+            started, copied, taken_back = asyncio.Event(), [0], asyncio.Event()
+            pump = self._spawn(self.logs.pump(job.id, job.log, started, copied), f"log-{job.id}")
             if not job.finished:
-                running = msgspec.structs.replace(
-                    self._record(job), status="running", started_at=timestamp(), position=None
-                )
-                started = await self._persist(
-                    lambda: self.cq.start(job.id, self.node_id, _encode(running))
-                )
-                if not started:  # cancelled meanwhile, or taken back from this node
-                    del self.jobs[job.id]
-                    await asyncio.to_thread(shutil.rmtree, job.directory, True)
-                    return
-            state: asyncio.Future[str] = asyncio.get_running_loop().create_future()
-            pump = self._spawn(self.logs.pump(job.id, job.log, state), f"log-{job.id}")
-            if not job.finished:
+                starter = self._spawn(self._start_soon(job, started, taken_back), f"start-{job.id}")
                 self.running += 1
                 try:
                     await self._run(job)
                 finally:
                     self.running -= 1
-            state.set_result(job.state)
+                    starter.cancel()
             await pump
-            await self._publish(job)
+            if taken_back.is_set():  # the cluster gave the job to another node: not ours
+                del self.jobs[job.id]
+                await asyncio.to_thread(shutil.rmtree, job.directory, True)
+                return
+            await self._publish(job, self.logs.tail(job.log, copied[0], job.state))
         except asyncio.CancelledError:
             raise
         except Exception:
             log.exception("job %s: the node's handling failed", claimed.job_id)
             if job is not None:
                 self._fail_after_crash(job)
-                await self._publish(job)
+                await self._publish(job, self.logs.tail(job.log, 0, job.state))
         finally:
             self.taken -= 1
             self._slot_freed.set()
 
-    async def _publish(self, job: Job) -> None:
-        """The job's final record (and its CPU, for its client's limits) into the store; in
-        the same call, the slot it leaves claims the next job, if this node takes any."""
+    async def _start_soon(
+        self, job: Job, started: asyncio.Event, taken_back: asyncio.Event
+    ) -> None:
+        """Write the job's start into the store once it has run for `start_after` seconds (its
+        status reads `running` on every node from then on, and its log is copied as it grows).
+        Most jobs end sooner: their only write is their end (one call to the store for a whole
+        run, with its log). Until then other nodes read the job `queued` at position 0 (about
+        to start), and a node lost meanwhile has it queued again, to run from its start
+        elsewhere (none of its log was copied). If the cluster has taken the job back meanwhile
+        (this node was thought lost), its run here is stopped."""
+        await asyncio.sleep(self.settings.start_after)
+        if job.finished:
+            return
+        running = msgspec.structs.replace(self._record(job), status="running", position=None)
+        if await self._persist(lambda: self.cq.start(job.id, self.node_id, _encode(running))):
+            started.set()
+        elif not job.finished:
+            taken_back.set()
+            job.cancel_note = "taken back by the cluster"
+            job.cancelled.set()
+
+    async def _publish(self, job: Job, log_tail: list[bytes]) -> None:
+        """The job's final record (and its CPU, for its client's limits) into the store, with
+        the end of its log; in the same call, the slot it leaves claims the next job, if this
+        node takes any."""
         record = _encode(self._record(job))
         taking = self.accepting and self.taken <= self.settings.concurrency
         url = self.advertise if taking else ""
         done, claimed = await self._persist(
-            lambda: self.cq.finish_and_claim(job.id, self.node_id, record, job.cpu_seconds, url)
+            lambda: self.cq.finish_and_claim(
+                job.id, self.node_id, record, job.cpu_seconds, url, log_tail
+            )
         )
         if not done:
             log.warning("job %s: its record was not taken (the cluster had settled it)", job.id)

@@ -1,7 +1,9 @@
 """Job logs in the store: the running node appends its log to a list (`log:{id}`), one entry per
 chunk (`d` + bytes), then a last entry `e` + the final state, so that any node serves the log,
-plain or live, while the job runs and after. The node's own `jobs.Log` stays the source; a pump
-copies what it gains, at most every `BATCH` seconds, and retries while the store is away.
+plain or live, while the job runs and after. The node's own `jobs.Log` stays the source; once the
+job's start is in the store, a pump copies what it gains, at most every `BATCH` seconds, and
+retries while the store is away. What is left when the job ends, and the end entry, are written
+by the script that finishes the job, with its record (`ClusterQueue.finish_and_claim`).
 
 A list, not a Redis stream: a stream costs about 4.7 KB even for a two-line log (its listpack
 node is preallocated), a list of a few chunks about 100 bytes, and 10,000 finished jobs must fit
@@ -10,7 +12,7 @@ in a few tens of MB. Live readers ask for what is new every `POLL` seconds.
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Coroutine
 from typing import Any
 
 from jobrunner import errors
@@ -30,21 +32,29 @@ class LogStreams:
     def key(self, job_id: str) -> str:
         return self.store.key("log", job_id)
 
-    async def pump(self, job_id: str, log: Log, state: "asyncio.Future[str]") -> None:
-        """Copy `log` into the stream as it grows; once it is closed, write the end entry with
-        the state `state` resolves to. Returns when everything is in the store."""
-        offset = 0
+    async def pump(self, job_id: str, log: Log, started: asyncio.Event, copied: list[int]) -> None:
+        """Copy `log` into the stream as it grows, once the job's start is in the store
+        (`started`), until the log is closed; `copied[0]` says how much of it is in the store.
+        The rest, and the end entry, go with the job's final record (`tail`, in one script):
+        a job that ends before its start is written costs no log write of its own."""
         while True:
-            await log.wait_beyond(offset)
+            await log.wait_beyond(copied[0])
             with contextlib.suppress(TimeoutError):  # gather BATCH seconds, unless it ends
                 await asyncio.wait_for(log.wait_closed(), BATCH)
-            while offset < len(log.data):
-                chunk = bytes(log.data[offset : offset + CHUNK])
-                await self._append(job_id, b"d" + chunk)
-                offset += len(chunk)
-            if log.closed and offset >= len(log.data):
-                await self._append(job_id, b"e" + (await state).encode())
+            if not log.closed and not started.is_set():
+                await _first(started.wait(), log.wait_closed())
+            if log.closed:
                 return
+            while copied[0] < len(log.data):
+                chunk = bytes(log.data[copied[0] : copied[0] + CHUNK])
+                await self._append(job_id, b"d" + chunk)
+                copied[0] += len(chunk)
+
+    @staticmethod
+    def tail(log: Log, copied: int, state: str) -> list[bytes]:
+        """The entries of what `pump` did not copy, then the end entry with the job's state."""
+        rest = range(copied, len(log.data), CHUNK)
+        return [b"d" + bytes(log.data[at : at + CHUNK]) for at in rest] + [b"e" + state.encode()]
 
     async def _append(self, job_id: str, entry: bytes) -> None:
         client: Any = self.store.client
@@ -91,3 +101,13 @@ class LogStreams:
                     yield text(entry[1:])
                     return
                 yield entry[1:]
+
+
+async def _first(*waits: "Coroutine[Any, Any, object]") -> None:
+    """Return when the first of `waits` returns; the others are cancelled."""
+    tasks = [asyncio.ensure_future(wait) for wait in waits]
+    try:
+        await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for task in tasks:
+            task.cancel()

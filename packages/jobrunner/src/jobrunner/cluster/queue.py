@@ -12,6 +12,7 @@ Time is the store's (`TIME`): one clock for every node.
 """
 
 import contextlib
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -234,10 +235,16 @@ return 1
 """
 
 # ARGV: prefix, id, node ('' for any), record, retention, window, cpu seconds, cpu window,
-# url ('' : claim nothing; else the node claims its next job in the same call, at its url)
+# url ('' : claim nothing; else the node claims its next job in the same call, at its url), then
+# the entries that end the job's log (what its node had not copied yet, and the end entry)
 _FINISH = """
 local id, node, window = ARGV[2], ARGV[3], tonumber(ARGV[6])
 local done, c = finish(id, node, ARGV[4], tonumber(ARGV[5]), window)
+if done == 1 and #ARGV >= 10 then
+  local log = p .. 'log:' .. id
+  redis.call('RPUSH', log, unpack(ARGV, 10))
+  redis.call('EXPIRE', log, tonumber(ARGV[5]))
+end
 local cpu = tonumber(ARGV[7])
 c = c or redis.call('HGET', p .. 'job:' .. id, 'client')
 if cpu > 0 and c then  -- the job's CPU counts for its client's limit (limits.py)
@@ -393,11 +400,18 @@ class ClusterQueue:
         return bool(int(found[0]))
 
     async def finish_and_claim(
-        self, job_id: str, node: str, record: bytes, cpu: float, url: str
+        self,
+        job_id: str,
+        node: str,
+        record: bytes,
+        cpu: float,
+        url: str,
+        log: Sequence[bytes] = (),
     ) -> tuple[bool, Claimed | None]:
-        """`finish`, then `claim` for the slot the job leaves, in one call to the store."""
+        """`finish`, then `claim` for the slot the job leaves, in one call to the store; `log`:
+        entries that end the job's log (`LogStreams.tail`), written if the record is taken."""
         args = self._finish_args(job_id, node, record, cpu)
-        found = await self._run(self._finish, *args, url)
+        found = await self._run(self._finish, *args, url, *log)
         if not url:
             return bool(int(found[0])), None
         with contextlib.suppress(NotAllowed):  # the node's claimer finds out, and waits
