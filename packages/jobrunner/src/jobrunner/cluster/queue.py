@@ -1,6 +1,6 @@
 """The cluster's one queue, in Valkey/Redis: every change is one Lua script, so that two nodes can
-never claim the same job, and a job is always in exactly one of: queued, claimed (by a node, not
-started: its upload is still kept), running, finished.
+never claim the same job, and a job is always in exactly one of: queued, claimed (by a node, its
+start not written yet: its upload is still kept), running, finished.
 
 Scheduling, cluster-wide and faithful to `jobrunner.scheduling` in its main rule: a free slot
 takes the head job of the client whose jobs held the least slot time over the last `window`
