@@ -73,3 +73,18 @@ def test_a_longer_job_is_read_running_with_its_live_log_from_another_node(start_
     assert status(front.url, job_id)["status"] == "running"  # the sleep is far from over
     assert wait_finished(front.url, job_id, timeout=120)["status"] == "completed"
     assert log_of(front.url, job_id).count("done") == 1
+
+
+def test_a_job_reads_running_on_its_own_node_only_once_its_start_is_in_the_store(start_node):
+    """Every node, the one that runs it too, reads a job whose start is not written as about to
+    start: `running` anywhere means the cluster holds its start (a node lost after that loses the
+    job, `worker_lost`; before, the job is queued again)."""
+    node = start_node("--start-after", "60", concurrency=1)
+    code = "import time\nprint('started', flush=True)\ntime.sleep(5)\n"
+    answer = submit(node.url, {"main.py": code}, {"entrypoint": "main.py"})
+    assert answer.status_code == 200, answer.text
+    job_id = answer.json()["job_id"]
+    assert wait_until(lambda: "started" in log_of(node.url, job_id), timeout=60)  # it runs
+    record = status(node.url, job_id)
+    assert (record["status"], record["position"]) == ("queued", 0), record
+    assert wait_finished(node.url, job_id)["status"] == "completed"

@@ -96,8 +96,11 @@ class ClusterReads(ClusterState):
         local = self.jobs.get(job_id)
         if state == "finished":
             return await self._vouched(job_id, fields)
-        if local is not None:
+        if local is not None and not (state == "claimed" and not local.finished):
             return self._record(local)
+        # Not started as far as the cluster knows (`--start-after`): read as every node reads it,
+        # so that `running` anywhere means a start the store holds (a node lost then loses the
+        # job, `worker_lost`, instead of queueing it again).
         record = decode_status(fields["record"])
         if state == "queued":
             return msgspec.structs.replace(record, position=await self.cq.position(job_id))
