@@ -156,6 +156,16 @@ def redis_server(tmp_path):
 
 
 @pytest.fixture
+def monitor(redis_server, tmp_path):
+    """Every command the test's redis-server runs, written to a file as it comes (MONITOR)."""
+    from support.redisserver import Monitor
+
+    watching = Monitor(redis_server, tmp_path)
+    yield watching
+    watching.close()
+
+
+@pytest.fixture
 def start_node(start_server, redis_server):
     """A `jobrunner serve --cluster` node: start_node(concurrency=1, *args, allow=True). Its key is
     put on the cluster's allowlist unless allow=False."""

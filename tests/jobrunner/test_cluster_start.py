@@ -5,30 +5,18 @@ redis-server, counted with the store's own MONITOR (no timing)."""
 
 import hashlib
 
-import httpx
 import pytest
 
 from jobrunner.cluster import queue
+from support.clusternodes import status
 from support.jobclient import log_of, submit, wait_finished
-from support.redisserver import Monitor
 from support.servers import wait_until
 
 pytestmark = pytest.mark.timeout(300)
 
 
-@pytest.fixture
-def monitor(redis_server, tmp_path):
-    watching = Monitor(redis_server, tmp_path)
-    yield watching
-    watching.close()
-
-
 def digest(source: str) -> str:
     return hashlib.sha1(source.encode(), usedforsecurity=False).hexdigest()
-
-
-def status(url: str, job_id: str) -> dict:
-    return httpx.get(f"{url}/status/{job_id}", timeout=30).json()
 
 
 def test_a_job_that_ends_before_its_start_is_due_writes_only_its_end(

@@ -24,13 +24,6 @@ pytestmark = pytest.mark.timeout(300)
 JOB = ({"main.py": "print(1)"}, {"entrypoint": "main.py"})
 
 
-@pytest.fixture
-def monitor(redis_server, tmp_path):
-    watching = Monitor(redis_server, tmp_path)
-    yield watching
-    watching.close()
-
-
 def client_commands(monitor: Monitor, address: str) -> list[str]:
     """The commands nodes sent (not those a script ran) that name the client's address as an
     argument or read the queue: what a submit asks the store; the nodes' own heartbeats and

@@ -10,17 +10,9 @@ import pytest
 
 from support.clusternodes import let_go, status, submit_held
 from support.jobclient import run_job, worker_key
-from support.redisserver import Monitor
 from support.servers import wait_until
 
 pytestmark = pytest.mark.timeout(300)
-
-
-@pytest.fixture
-def monitor(redis_server, tmp_path):
-    watching = Monitor(redis_server, tmp_path)
-    yield watching
-    watching.close()
 
 
 def test_an_idle_node_waits_for_work_and_wakes_for_a_job(start_node, monitor):
