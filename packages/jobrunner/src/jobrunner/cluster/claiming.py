@@ -90,6 +90,7 @@ class Claiming(ClusterState):
 
     async def _take(self, claimed: Claimed, unpacked: Job | None) -> None:
         job = unpacked
+        copied = [0]  # how much of the job's log its pump has copied into the store
         try:
             if job is None:
                 job = await self._unpack_claimed(claimed, decode_status(claimed.record))
@@ -102,7 +103,7 @@ class Claiming(ClusterState):
                 except Exception as error:
                     job.failure = "environment_error"
                     self._finish(job, self.clock(), str(error))
-            started, copied, taken_back = asyncio.Event(), [0], asyncio.Event()
+            started, taken_back = asyncio.Event(), asyncio.Event()
             pump = self._spawn(self.logs.pump(job.id, job.log, started, copied), f"log-{job.id}")
             if not job.finished:
                 starter = self._spawn(self._start_soon(job, started, taken_back), f"start-{job.id}")
@@ -124,7 +125,7 @@ class Claiming(ClusterState):
             log.exception("job %s: the node's handling failed", claimed.job_id)
             if job is not None:
                 self._fail_after_crash(job)
-                await self._publish(job, self.logs.tail(job.log, 0, job.state))
+                await self._publish(job, self.logs.tail(job.log, copied[0], job.state))
         finally:
             self.taken -= 1
             self._slot_freed.set()
