@@ -8,7 +8,7 @@ import hashlib
 import pytest
 
 from jobrunner.cluster import queue
-from support.clusternodes import status
+from support.clusternodes import let_go, status, submit_held
 from support.jobclient import log_of, submit, wait_finished
 from support.servers import wait_until
 
@@ -47,32 +47,31 @@ def test_a_job_that_ends_before_its_start_is_due_writes_only_its_end(
     assert len([line for line in by_nodes if finish in line]) == 1, "\n".join(by_nodes)
 
 
-def test_a_longer_job_is_read_running_with_its_live_log_from_another_node(start_node):
+def test_a_longer_job_is_read_running_with_its_live_log_from_another_node(start_node, state_dir):
     """Past `--start-after` the start is in the store: a front end that never ran the job reads
-    it `running`, with what it printed so far, while it still runs."""
+    it `running`, with what it printed so far, while it still runs (held until the test lets
+    it go)."""
     node = start_node("--start-after", "0.2", concurrency=1)
     front = start_node(concurrency=0)
-    code = "import time\nprint('started', flush=True)\ntime.sleep(20)\nprint('done')\n"
-    answer = submit(node.url, {"main.py": code}, {"entrypoint": "main.py", "timeout": 60})
-    assert answer.status_code == 200, answer.text
-    job_id = answer.json()["job_id"]
+    job_id = submit_held(node.url)
     assert wait_until(lambda: status(front.url, job_id)["status"] == "running", timeout=60)
-    assert wait_until(lambda: "started" in log_of(front.url, job_id), timeout=60)
-    assert status(front.url, job_id)["status"] == "running"  # the sleep is far from over
+    assert wait_until(lambda: "held" in log_of(front.url, job_id), timeout=60)
+    assert status(front.url, job_id)["status"] == "running"  # held: it cannot have ended
+    let_go(front.url, [state_dir / "s0", state_dir / "s1"], job_id)
     assert wait_finished(front.url, job_id, timeout=120)["status"] == "completed"
-    assert log_of(front.url, job_id).count("done") == 1
+    assert log_of(front.url, job_id).count("released") == 1
 
 
-def test_a_job_reads_running_on_its_own_node_only_once_its_start_is_in_the_store(start_node):
+def test_a_job_reads_running_on_its_own_node_only_once_its_start_is_in_the_store(
+    start_node, state_dir
+):
     """Every node, the one that runs it too, reads a job whose start is not written as about to
     start: `running` anywhere means the cluster holds its start (a node lost after that loses the
     job, `worker_lost`; before, the job is queued again)."""
     node = start_node("--start-after", "60", concurrency=1)
-    code = "import time\nprint('started', flush=True)\ntime.sleep(5)\n"
-    answer = submit(node.url, {"main.py": code}, {"entrypoint": "main.py"})
-    assert answer.status_code == 200, answer.text
-    job_id = answer.json()["job_id"]
-    assert wait_until(lambda: "started" in log_of(node.url, job_id), timeout=60)  # it runs
+    job_id = submit_held(node.url)
+    assert wait_until(lambda: "held" in log_of(node.url, job_id), timeout=60)  # it runs
     record = status(node.url, job_id)
     assert (record["status"], record["position"]) == ("queued", 0), record
+    let_go(node.url, [state_dir / "s0"], job_id)
     assert wait_finished(node.url, job_id)["status"] == "completed"
