@@ -16,10 +16,14 @@ import asyncio
 import gc
 import json
 import socket
+import ssl
 import struct
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
+import trustme
+
+from servekit import Listener
 from support.fakerunner import Served, serving, steps
 from support.jobclient import tarball
 from support.servers import wait_until_async
@@ -30,15 +34,18 @@ BOUND = REQUESTS - 1
 BOUNDARY = "gcboundary"
 
 
-def exchange(url: str, raw: bytes) -> bytes:
-    """Send `raw` on a new connection and read the answer until the server closes it."""
-    host, port = url.removeprefix("http://").rsplit(":", 1)
-    with socket.create_connection((host, int(port)), timeout=30) as sock:
-        sock.sendall(raw)
-        answer = b""
-        while chunk := sock.recv(65536):
-            answer += chunk
-        return answer
+def exchange(url: str, raw: bytes, tls: ssl.SSLContext | None = None) -> bytes:
+    """Send `raw` on a new connection (over TLS with `tls`) and read the answer until the
+    server closes it."""
+    host, port = url.split("://", 1)[1].rsplit(":", 1)
+    with socket.create_connection((host, int(port)), timeout=30) as plain:
+        sock = tls.wrap_socket(plain, server_hostname=host) if tls else plain
+        with sock:
+            sock.sendall(raw)
+            answer = b""
+            while chunk := sock.recv(65536):
+                answer += chunk
+            return answer
 
 
 def get(path: str) -> bytes:
@@ -120,6 +127,33 @@ def test_plain_requests_and_refusals_leave_no_cyclic_garbage(tmp_path):
             assert left <= BOUND, f"{raw[:30]!r}: {left} objects of cyclic garbage"
 
     run(scenario, tmp_path)
+
+
+def test_tls_connections_leave_no_cyclic_garbage(tmp_path):
+    """Over HTTPS the connection's transport is asyncio's TLS layer over the socket transport:
+    the socket transport's read callback (a bound method of itself) is reached through the TLS
+    layer only while the connection is open, so it must be let go before that link is cut."""
+    ca = trustme.CA()
+    cert = ca.issue_cert("127.0.0.1")
+    certfile, keyfile = tmp_path / "cert.pem", tmp_path / "key.pem"
+    cert.cert_chain_pems[0].write_to_path(certfile)
+    cert.private_key_pem.write_to_path(keyfile)
+    client = ssl.create_default_context()
+    ca.configure_trust(client)
+    listener = Listener("127.0.0.1", 0, str(certfile), str(keyfile))
+
+    async def scenario(served: Served) -> None:
+        assert served.url.startswith("https://")
+        for raw, expect in [
+            (get("/health"), b"HTTP/1.1 200"),
+            (get("/status/nothing"), b"HTTP/1.1 404"),
+        ]:
+            left = await garbage_of(
+                served, lambda raw=raw: exchange(served.url, raw, client), expect
+            )
+            assert left <= BOUND, f"{raw[:30]!r}: {left} objects of cyclic garbage over TLS"
+
+    run(scenario, tmp_path, listener=listener)
 
 
 def test_refused_uploads_leave_no_cyclic_garbage(tmp_path):

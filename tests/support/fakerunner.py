@@ -155,11 +155,13 @@ async def serving(
     runner: FakeRunner | None = None,
     clock: Callable[[], float] | None = None,
     metrics: bool = False,
+    listener: Listener | None = None,
     **options: Any,
 ) -> AsyncIterator[Served]:
     """Serve the real app on 127.0.0.1 (a free port) in this event loop until the block ends
     (with the service's `clock` if given: a test's `Clock` it moves on); with `metrics`, its
-    metrics app too, on a listener of its own."""
+    metrics app too, on a listener of its own; `listener` (its port 0) serves HTTPS with a
+    certificate."""
     runner = runner or FakeRunner()
     settings = Settings(state_dir=str(state), **{"concurrency": 2, **GENEROUS, **options})
     default = state / "envs" / "default"
@@ -184,7 +186,7 @@ async def serving(
     task = asyncio.create_task(
         serve_async(
             app,
-            Listener("127.0.0.1", 0),
+            listener or Listener("127.0.0.1", 0),
             graceful_timeout=2,
             on_ready=ready.set_result,
             stop=stop,
@@ -196,7 +198,8 @@ async def serving(
     metrics_url = await asyncio.wait_for(side_ready, 10) if metrics else ""
     # The announcement comes before the app's startup (the state dir, the runner loops) has run;
     # hypercorn answers only once it has: a test that calls the service directly waits for that.
-    async with httpx.AsyncClient() as client:
+    # (An HTTPS listener's certificate is the test's own: this probe only waits for the app.)
+    async with httpx.AsyncClient(verify=not url.startswith("https:")) as client:
         await client.get(f"{url}/health", timeout=10)
     try:
         yield Served(url, service, runner, stop, metrics_url)

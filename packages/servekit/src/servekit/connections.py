@@ -6,7 +6,9 @@ collector could free, whatever the request (a `GET /health` as much as a refused
 - hypercorn's `TCPServer` holds its `ProtocolWrapper`, which holds the server's `protocol_send`
   (a bound method of the server), and its task group holds the tasks that refer back to it;
 - CPython's (3.11) selector socket transport holds `_read_ready_cb`, a bound method of itself,
-  with its `extra` dict and socket objects;
+  with its `extra` dict and socket objects (over TLS that transport lies under asyncio's TLS
+  layer, which lets go of it when the connection is lost: it is found while the connection is
+  open);
 - a connection that ended in a reset or a write timeout keeps that exception in its stream
   protocol's close-waiter future, and the exception's traceback holds the frame that awaited
   the future (hypercorn's `_close` awaiting `wait_closed`): a cycle through the future.
@@ -18,7 +20,7 @@ connections a minute held for seconds) that was 8,000-29,000 objects per full co
 pauses of 60-600 ms during which the server answered nobody. Breaking the three links when the
 connection has ended lets reference counting free it all at that moment, a few objects at a time.
 
-The last two links are private attributes of CPython's asyncio: they are cleared only where they
+The last links are private attributes of CPython's asyncio: they are cleared only where they
 exist and only once the transport is closed (no callback can use them again); elsewhere nothing
 changes but the garbage.
 """
@@ -38,10 +40,13 @@ def free_when_closed() -> None:
     serve_connection = TCPServer.run
 
     async def run(self: TCPServer) -> None:
+        beneath = _socket_transport_beneath(vars(self).get("writer"))
         try:
             await serve_connection(self)
         finally:
             _forget(self)
+            if beneath is not None:
+                _release_transport(beneath)
 
     _installed.append(True)
     TCPServer.run = run  # type: ignore[method-assign]
@@ -58,6 +63,16 @@ def _forget(server: Any) -> None:
     if isinstance(writer, asyncio.StreamWriter):
         _release_transport(writer.transport)
         _drop_close_traceback(writer)
+
+
+def _socket_transport_beneath(writer: object) -> asyncio.BaseTransport | None:
+    """A TLS connection's socket transport (the writer's is asyncio's TLS layer over it), or
+    None for a plain one."""
+    if not isinstance(writer, asyncio.StreamWriter):
+        return None
+    tls_layer = getattr(writer.transport, "_ssl_protocol", None)
+    beneath = getattr(tls_layer, "_transport", None)
+    return beneath if isinstance(beneath, asyncio.BaseTransport) else None
 
 
 def _release_transport(transport: asyncio.BaseTransport) -> None:
