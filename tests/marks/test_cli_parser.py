@@ -9,7 +9,7 @@ error.
 """
 
 import click
-from hypothesis import example, given
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from marks.cli import Command
@@ -59,6 +59,7 @@ def reading(make_parser, settings: dict, args: list[str]) -> tuple:
     return ("read", values, leftovers, [param.name for param in order])
 
 
+@settings(max_examples=500)  # each example is two parses, well under a millisecond
 @given(ARGUMENTS, SETTINGS)
 @example(["-c", "ls /"], {})
 @example(["-a", "--cee=x", "-bv"], {})
