@@ -205,6 +205,23 @@ def test_ls_loads_no_terminal_ui_nor_http_client_nor_search(sample, tmp_path, pa
     assert not modules & unwanted, sorted(modules & unwanted)
 
 
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (("shell", "-c", "ls /"), "unread/ (2)"),
+        (("bookmark", "list", "-n", "50"), "Kept"),
+        (("-o", "plain", "bookmark", "list"), "Kept"),
+    ],
+)
+def test_a_short_option_loads_neither_locale_nor_difflib(sample, tmp_path, args, expected):
+    # Click tries `-c` as a long option first, and the miss's error looks its message up in
+    # `gettext` (importing `locale`) and its "did you mean" in `difflib` (8 M instructions):
+    # marks' parser reads an argument that can only be short options as short options at once.
+    shown, modules = loaded(sample, tmp_path, *args)
+    assert expected in shown
+    assert not modules & {"locale", "difflib"}, sorted(modules & {"locale", "difflib"})
+
+
 def test_a_tag_directory_loads_the_tag_rules_it_needs(sample, tmp_path):
     shown, modules = loaded(sample, tmp_path, "shell", "-c", "ls /tags/dev/python")
     assert "Kept" in shown

@@ -38,7 +38,10 @@ def _visible(match: re.Match[str]) -> str:
 def escape(text: str, keep: str = "") -> str:
     """`text` with every control character except those in `keep` (say "\\n\\t" for text that may
     span lines) written as a visible escape."""
-    if text.isprintable():  # no control, format or separator character: none unsafe
+    shown = text
+    for kept in keep:  # a listing's line breaks are kept, and Python calls them unprintable
+        shown = shown.replace(kept, "")
+    if shown.isprintable():  # no control, format or separator character left: none unsafe
         return text  # (and the pattern, 3 million instructions to compile, is not needed)
     return _pattern(keep).sub(_visible, text)
 

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
+from click.parser import _normalize_opt, _OptionParser, _ParsingState
 
 from marks import __version__
 
@@ -227,9 +228,35 @@ def _show_version(ctx: click.Context, param: click.Parameter, value: bool) -> No
         ctx.exit()
 
 
+class _Parser(_OptionParser):
+    """Click's parser, but an argument that can only be short options goes to them at once.
+
+    Click tries every argument that starts with `-` as a long option first (`-foo` may be one),
+    and a miss makes a `NoSuchOption`, whose message is looked up in `gettext` (importing
+    `locale`) and whose "did you mean" imports `difflib`: about 8 million instructions of every
+    `shell -c ...`. The exception is then dropped and the argument read as short options. Here
+    the same test is made first (the name before any `=` is not a long option, and the argument
+    does not start with a two-character prefix such as `--`), and the same short-option reading
+    follows; every other argument takes Click's own way."""
+
+    def _process_opts(self, arg: str, state: _ParsingState) -> None:
+        name = _normalize_opt(arg.partition("=")[0], self.ctx)
+        if name not in self._long_opt and arg[:2] not in self._opt_prefixes:
+            self._match_short_opt(arg, state)
+        else:
+            super()._process_opts(arg, state)
+
+
 class Command(click.Command):
-    """A command whose help option is made as Click makes it, without a `gettext` lookup, and
-    which calls `run`'s `starting` before it runs."""
+    """A command whose help option is made as Click makes it, without a `gettext` lookup, whose
+    parser spares short options a long-option attempt, and which calls `run`'s `starting` before
+    it runs."""
+
+    def make_parser(self, ctx: click.Context) -> _OptionParser:
+        parser = _Parser(ctx)  # Click's `make_parser` with the parser above
+        for param in self.get_params(ctx):
+            param.add_to_parser(parser, ctx)
+        return parser
 
     def invoke(self, ctx: click.Context) -> Any:
         if _starting and not isinstance(self, click.Group):
