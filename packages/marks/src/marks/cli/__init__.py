@@ -12,7 +12,11 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
-from click.parser import _normalize_opt, _OptionParser, _ParsingState
+
+try:  # Click 8.2's parser, which `_Parser` below extends
+    from click.parser import _normalize_opt, _OptionParser, _ParsingState
+except ImportError:  # a Click laid out otherwise: its own parser, as it is
+    _OptionParser = None  # type: ignore[assignment,misc]
 
 from marks import __version__
 
@@ -228,7 +232,7 @@ def _show_version(ctx: click.Context, param: click.Parameter, value: bool) -> No
         ctx.exit()
 
 
-class _Parser(_OptionParser):
+class _Parser(_OptionParser or object):  # type: ignore[misc]
     """Click's parser, but an argument that can only be short options goes to them at once.
 
     Click tries every argument that starts with `-` as a long option first (`-foo` may be one),
@@ -253,6 +257,8 @@ class Command(click.Command):
     it runs."""
 
     def make_parser(self, ctx: click.Context) -> _OptionParser:
+        if _OptionParser is None:
+            return super().make_parser(ctx)
         parser = _Parser(ctx)  # Click's `make_parser` with the parser above
         for param in self.get_params(ctx):
             param.add_to_parser(parser, ctx)
