@@ -14,7 +14,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from jobrunner.sandbox import RunSpec, Sandbox
+from jobrunner.sandbox import RunResult, RunSpec, Sandbox
 from jobrunner.sandbox import workdir as workdir_module
 from jobrunner.sandbox.cgroups import Cgroups
 from jobrunner.sandbox.layout import Layout
@@ -196,6 +196,34 @@ def test_setup_failures_of_any_kind_leave_no_mount(sandbox, state_dir, monkeypat
     failure(sandbox, spec, monkeypatch)
     with pytest.raises((OSError, RecursionError)):
         asyncio.run(sandbox.run(spec, lambda _: None))
+    assert_nothing_left(sandbox, spec)
+
+
+def test_the_result_is_handed_over_without_waiting_for_the_teardown(
+    sandbox, state_dir, monkeypatch
+):
+    # The server publishes a job from `on_result` while its jail is taken down: the result must
+    # be final then (its outputs copied out), the teardown must not hold it back, and nothing
+    # may be left once `run` has returned. Here the teardown waits until the result is out.
+    spec = make_spec(state_dir / "in-process", "handed-over", {"data.txt": b"kept"}, 2**20)
+    published = threading.Event()
+    waited: list[bool] = []
+    seen: list[tuple[RunResult, bytes]] = []
+    real_remove = sandbox.cgroups.remove
+
+    def remove_once_published(job_id: str) -> None:
+        waited.append(published.wait(10))
+        real_remove(job_id)
+
+    def on_result(result: RunResult) -> None:
+        seen.append((result, (spec.job_dir / "outputs" / "data.txt").read_bytes()))
+        published.set()
+
+    monkeypatch.setattr(sandbox.cgroups, "remove", remove_once_published)
+    result = asyncio.run(sandbox.run(spec, lambda _: None, on_result=on_result))
+    assert result.failure is None and result.exit_code == 0, result
+    assert [out.path for out in result.outputs] == ["data.txt"]
+    assert seen == [(result, b"kept")] and waited == [True]
     assert_nothing_left(sandbox, spec)
 
 
