@@ -15,6 +15,7 @@ import httpx
 import pytest
 
 from jobrunner.sandbox import RunResult, RunSpec, Sandbox
+from jobrunner.sandbox import procfs as procfs_module
 from jobrunner.sandbox import workdir as workdir_module
 from jobrunner.sandbox.cgroups import Cgroups
 from jobrunner.sandbox.layout import Layout
@@ -179,8 +180,13 @@ def fail_cgroups(sandbox: Sandbox, spec: RunSpec, monkeypatch) -> None:
     monkeypatch.setattr(sandbox.cgroups, "create", refuse)
 
 
-def fail_outputs_dir(sandbox: Sandbox, spec: RunSpec, monkeypatch) -> None:
-    (spec.job_dir / "outputs").mkdir()  # so making it fails
+def fail_proc_files(sandbox: Sandbox, spec: RunSpec, monkeypatch) -> None:
+    # After the mount and the inputs. (This was a job dir's `outputs/` made beforehand, when the
+    # setup made it; now the outputs' collection makes it, when there is an output.)
+    def refuse(directory: Path, memory_bytes: int) -> None:
+        raise OSError(errno.ENOSPC, "no room for the job's /proc files")
+
+    monkeypatch.setattr(procfs_module, "write", refuse)
 
 
 def fail_fill(sandbox: Sandbox, spec: RunSpec, monkeypatch) -> None:
@@ -190,7 +196,7 @@ def fail_fill(sandbox: Sandbox, spec: RunSpec, monkeypatch) -> None:
     monkeypatch.setattr(workdir_module, "fill", explode)
 
 
-@pytest.mark.parametrize("failure", [fail_cgroups, fail_outputs_dir, fail_fill])
+@pytest.mark.parametrize("failure", [fail_cgroups, fail_proc_files, fail_fill])
 def test_setup_failures_of_any_kind_leave_no_mount(sandbox, state_dir, monkeypatch, failure):
     spec = make_spec(state_dir / "in-process", "setup-failure", {"main.py": b"x"}, 2**20)
     failure(sandbox, spec, monkeypatch)

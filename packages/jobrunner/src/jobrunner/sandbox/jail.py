@@ -364,11 +364,12 @@ class Sandbox:
     ) -> tuple[JobCgroup, Jail]:
         """The work dir (mounted, filled, the job's), the files covering the host's /proc files,
         the stdin (a descriptor added to `opened`) and the cgroups; `_cleanup` undoes any part
-        of it, `run` closes what was opened."""
+        of it, `run` closes what was opened. (The job dir's `outputs/` is made by `collect` when
+        there is an output: a hello world has none, and a mkdir on the state dir's disk took
+        0.16 to 0.3 ms of every job.)"""
         work.mkdir(mode=0o711)
         workdir.mount_tmpfs(work, spec.storage_bytes, spec.storage_inodes, uid)
         workdir.fill(spec.job_dir / "inputs", work, uid)
-        (spec.job_dir / "outputs").mkdir(mode=0o700)
         proc_binds = procfs.write(self.layout.proc / spec.job_id, spec.memory_bytes)
         stdin = None
         if spec.stdin is not None:
