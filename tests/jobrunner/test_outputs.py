@@ -189,6 +189,23 @@ def test_an_unchanged_input_larger_than_the_room_left_is_no_output_and_no_proble
     assert sorted(path.name for path in outputs.iterdir()) == ["a.bin"]
 
 
+def test_the_outputs_dir_is_made_private_for_the_first_output_and_not_without_one(tmp_path):
+    # The setup no longer makes it (a mkdir on the state dir's disk, for every job): the
+    # collection does, only the server's (0700) as before, and only when a file is copied out.
+    work, outputs = tmp_path / "work", tmp_path / "outputs"
+    work.mkdir()
+    (work / "main.py").write_bytes(b"print('hello')\n")
+    inputs = {"main.py": hashlib.sha256(b"print('hello')\n").hexdigest()}
+    assert collect(work, outputs, ["**"], inputs, 100, 1000).outputs == []
+    assert not outputs.exists()
+    (work / "out" / "deep").mkdir(parents=True)
+    (work / "out" / "deep" / "result.txt").write_text("kept")
+    collected = collect(work, outputs, ["**"], inputs, 100, 1000)
+    assert [out.path for out in collected.outputs] == ["out/deep/result.txt"]
+    assert (outputs / "out" / "deep" / "result.txt").read_text() == "kept"
+    assert outputs.stat().st_mode & 0o777 == 0o700
+
+
 def deep_tree(root: Path, levels: int, subdirs: int) -> None:
     """Directories too deep for the host to read below `root`: `levels` nested 254-byte names
     of control characters, then `subdirs` more in the deepest (made through dir fds)."""

@@ -14,7 +14,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from jobrunner.sandbox import RunSpec, Sandbox
+from jobrunner.sandbox import RunResult, RunSpec, Sandbox
+from jobrunner.sandbox import procfs as procfs_module
 from jobrunner.sandbox import workdir as workdir_module
 from jobrunner.sandbox.cgroups import Cgroups
 from jobrunner.sandbox.layout import Layout
@@ -179,8 +180,13 @@ def fail_cgroups(sandbox: Sandbox, spec: RunSpec, monkeypatch) -> None:
     monkeypatch.setattr(sandbox.cgroups, "create", refuse)
 
 
-def fail_outputs_dir(sandbox: Sandbox, spec: RunSpec, monkeypatch) -> None:
-    (spec.job_dir / "outputs").mkdir()  # so making it fails
+def fail_proc_files(sandbox: Sandbox, spec: RunSpec, monkeypatch) -> None:
+    # After the mount and the inputs. (This was a job dir's `outputs/` made beforehand, when the
+    # setup made it; now the outputs' collection makes it, when there is an output.)
+    def refuse(directory: Path, memory_bytes: int) -> None:
+        raise OSError(errno.ENOSPC, "no room for the job's /proc files")
+
+    monkeypatch.setattr(procfs_module, "write", refuse)
 
 
 def fail_fill(sandbox: Sandbox, spec: RunSpec, monkeypatch) -> None:
@@ -190,12 +196,40 @@ def fail_fill(sandbox: Sandbox, spec: RunSpec, monkeypatch) -> None:
     monkeypatch.setattr(workdir_module, "fill", explode)
 
 
-@pytest.mark.parametrize("failure", [fail_cgroups, fail_outputs_dir, fail_fill])
+@pytest.mark.parametrize("failure", [fail_cgroups, fail_proc_files, fail_fill])
 def test_setup_failures_of_any_kind_leave_no_mount(sandbox, state_dir, monkeypatch, failure):
     spec = make_spec(state_dir / "in-process", "setup-failure", {"main.py": b"x"}, 2**20)
     failure(sandbox, spec, monkeypatch)
     with pytest.raises((OSError, RecursionError)):
         asyncio.run(sandbox.run(spec, lambda _: None))
+    assert_nothing_left(sandbox, spec)
+
+
+def test_the_result_is_handed_over_without_waiting_for_the_teardown(
+    sandbox, state_dir, monkeypatch
+):
+    # The server publishes a job from `on_result` while its jail is taken down: the result must
+    # be final then (its outputs copied out), the teardown must not hold it back, and nothing
+    # may be left once `run` has returned. Here the teardown waits until the result is out.
+    spec = make_spec(state_dir / "in-process", "handed-over", {"data.txt": b"kept"}, 2**20)
+    published = threading.Event()
+    waited: list[bool] = []
+    seen: list[tuple[RunResult, bytes]] = []
+    real_remove = sandbox.cgroups.remove
+
+    def remove_once_published(job_id: str) -> None:
+        waited.append(published.wait(10))
+        real_remove(job_id)
+
+    def on_result(result: RunResult) -> None:
+        seen.append((result, (spec.job_dir / "outputs" / "data.txt").read_bytes()))
+        published.set()
+
+    monkeypatch.setattr(sandbox.cgroups, "remove", remove_once_published)
+    result = asyncio.run(sandbox.run(spec, lambda _: None, on_result=on_result))
+    assert result.failure is None and result.exit_code == 0, result
+    assert [out.path for out in result.outputs] == ["data.txt"]
+    assert seen == [(result, b"kept")] and waited == [True]
     assert_nothing_left(sandbox, spec)
 
 

@@ -60,6 +60,7 @@ class FakeRunner:
         on_output: Callable[[bytes], None],
         on_cpu: Callable[[float], None] = lambda _: None,
         stop: asyncio.Event | None = None,
+        on_result: Callable[[RunResult], None] | None = None,  # not used: nothing follows
     ) -> RunResult:
         stop = stop or asyncio.Event()
         self.started.append(spec.job_id)

@@ -16,7 +16,7 @@ from jobrunner.jobs import Job, timestamp
 from jobrunner.node.intake import STDIN_FILE
 from jobrunner.node.outputs import keep_outputs
 from jobrunner.node.state import JobState
-from jobrunner.sandbox import RunSpec
+from jobrunner.sandbox import RunResult, RunSpec
 from jobrunner.scheduling import Queued
 from jobrunner.wire import StatusRecord
 
@@ -95,8 +95,22 @@ class JobRunning(JobState):
         started = self.clock()
         self.metrics.job_started(started - job.queued_at)
         log.info("job %s started", job.id, extra=self._facts(job, event="job.started"))
-        note = None
-        setup_seconds = None
+
+        def conclude(result: RunResult) -> None:
+            """The job's record from its result: called by the sandbox as soon as the result is
+            known, before its jail is taken down (or here, by a runner that does not)."""
+            job.exit_code, job.failure = result.exit_code, result.failure
+            job.cpu_seconds, job.memory_peak_bytes = result.cpu_seconds, result.memory_peak_bytes
+            note = result.note
+            if job.cancelled.is_set():
+                # Whatever the jail was doing when the cancel came (even finishing): a cancelled
+                # job has no results, only what it used.
+                job.failure, note = "cancelled", job.cancel_note or CANCELLED_NOTE
+            else:
+                note = keep_outputs(job, result) or note
+            self._finish(job, started, note)
+            self.metrics.job_ran(job.wall_seconds, result.setup_seconds)
+
         try:
             environment = await self.environments.acquire(job.manifest.environment)
             m = job.manifest
@@ -121,25 +135,22 @@ class JobRunning(JobState):
                 job.log.append,
                 on_cpu=lambda cpu: self.limiter.cpu_used(job.client, job.id, cpu),
                 stop=job.cancelled,
+                on_result=conclude,
             )
-            job.exit_code, job.failure = result.exit_code, result.failure
-            setup_seconds = result.setup_seconds
-            job.cpu_seconds, job.memory_peak_bytes = result.cpu_seconds, result.memory_peak_bytes
-            note = result.note
-            if job.cancelled.is_set():
-                # Whatever the jail was doing when the cancel came (even finishing): a cancelled
-                # job has no results, only what it used.
-                job.failure, note = "cancelled", job.cancel_note or CANCELLED_NOTE
-            else:
-                note = keep_outputs(job, result) or note
+            if not job.finished:  # the result was not handed over before the teardown
+                conclude(result)
+            return
         except EnvironmentUnavailable as error:
             job.failure, note = "environment_error", str(error)
         except Exception as error:
+            if job.finished:  # its record is out: what failed was the teardown after it
+                log.exception("job %s: the sandbox failed after the job had finished", job.id)
+                return
             log.exception("job %s: the sandbox failed", job.id)
             # The exception's text may name host paths: the job's log gets only its kind.
             job.failure, note = "sandbox_error", f"the sandbox failed ({type(error).__name__})"
         self._finish(job, started, note)
-        self.metrics.job_ran(job.wall_seconds, setup_seconds)
+        self.metrics.job_ran(job.wall_seconds, None)
 
     def _fail_after_crash(self, job: Job) -> None:
         """A job whose handling raised: report it `sandbox_error` (signed if at all possible)."""

@@ -35,9 +35,11 @@ class Runner(Protocol):
         on_output: Callable[[bytes], None],
         on_cpu: Callable[[float], None] = ...,
         stop: asyncio.Event | None = ...,
+        on_result: Callable[[RunResult], None] | None = ...,
     ) -> RunResult:
         """Run the job; once `stop` is set, kill it (or never start it) and return at once with
-        what was measured, without its outputs (`failure: cancelled`)."""
+        what was measured, without its outputs (`failure: cancelled`). A runner with work left
+        after the result is known (the sandbox's teardown) may give it to `on_result` first."""
         ...
 
 

@@ -252,7 +252,13 @@ class Sandbox:
         on_output: Callable[[bytes], None],
         on_cpu: Callable[[float], None] = lambda _: None,
         stop: asyncio.Event | None = None,
+        on_result: Callable[[RunResult], None] | None = None,
     ) -> RunResult:
+        """Run the job; `on_result` (if given) gets its final result, outputs copied, as soon as
+        it is known: the teardown (cgroups, the work dir's unmount) follows while the caller
+        publishes it, and `run` returns the same result once the teardown is done. Not called
+        if the job never started (a refused setup, a cancel before the start) or if the
+        concluding step failed."""
         work = self.layout.work / spec.job_id
         stop = stop or asyncio.Event()
         # A uid is free whenever a slot is: each job gives its uid back only after `_cleanup`,
@@ -278,21 +284,43 @@ class Sandbox:
             setup_seconds = time.monotonic() - setting_up
             if stop.is_set():  # cancelled while it was being set up: it never starts
                 return RunResult(None, "cancelled", 0.0, 0)
-            status, usage, wall, backstop = await self._execute(
-                spec, job_cgroup, jail, on_output, on_cpu, stop
-            )
+            ended = await self._execute(spec, job_cgroup, jail, on_output, on_cpu, stop)
+            loop = asyncio.get_running_loop()
+            known: asyncio.Future[RunResult] = loop.create_future()
+
+            def final(result: RunResult) -> RunResult:
+                result.setup_seconds = setup_seconds
+                if stop.is_set():  # what it used is measured; its outputs are not wanted
+                    result.failure, result.note = "cancelled", None
+                return result
+
+            def hand_over(result: RunResult) -> None:  # in the thread, before the teardown
+                loop.call_soon_threadsafe(_settle, known, result)
+
             # What the job did, its outputs, then the teardown: one trip to a thread, not five
             # (aiofiles' open, read and close, the outputs, the teardown; with the teardown's own
             # savings, the jail's end to the job's result went from 8 ms to 3 ms on a loaded
-            # 2-core host).
-            result = await _in_thread_to_the_end(
-                self._conclude, spec, work, job_cgroup, (status, usage, wall, backstop), stop
+            # 2-core host). The result is handed over from the thread before the teardown, so
+            # the job is published while its jail is taken down, not after (the teardown took
+            # 0.4 ms of every job's latency). Handed to the executor at once, as in
+            # `_in_thread_to_the_end`: a task around it would first wait a turn of the loop.
+            concluding = loop.run_in_executor(
+                None,
+                functools.partial(self._conclude, spec, work, job_cgroup, ended, stop, hand_over),
             )
-            cleaning = False
-            result.setup_seconds = setup_seconds
-            if stop.is_set():  # what it used is measured; its outputs are not wanted
-                result.failure, result.note = "cancelled", None
-            return result
+            try:
+                await asyncio.wait({known, concluding}, return_when=asyncio.FIRST_COMPLETED)
+                if on_result is not None and known.done():
+                    on_result(final(known.result()))
+            finally:
+                # To its end, whatever happened here (a cancel, `on_result` failing): what the
+                # thread mounted and created is gone only then.
+                cancelled = await _to_the_end(concluding)
+                cleaning = concluding.exception() is not None
+            result = concluding.result()  # the teardown's failure, if any, is raised here
+            if cancelled:
+                raise asyncio.CancelledError
+            return final(result)
         finally:
             for fd in opened:
                 os.close(fd)
@@ -312,14 +340,17 @@ class Sandbox:
         job_cgroup: JobCgroup,
         ended: tuple[int, resource.struct_rusage, float, bool],
         stop: asyncio.Event,
+        hand_over: Callable[[RunResult], None],
     ) -> RunResult:
         """Once the jail has ended (in a thread): the result, with the outputs copied out unless
-        the job was cancelled or never started; then `_cleanup`, whatever happened."""
+        the job was cancelled or never started, given to `hand_over`; then `_cleanup`, whatever
+        happened."""
         try:
             log = self._nsjail_log(spec.job_id).read_text(errors="replace")
             result = _classify(spec, *ended, log, job_cgroup, full=workdir.is_full(work))
             if not stop.is_set() and result.failure != "sandbox_error":
                 copy_outputs(spec, work, result)
+            hand_over(result)
             return result
         finally:
             self._cleanup(spec.job_id, work)
@@ -333,11 +364,12 @@ class Sandbox:
     ) -> tuple[JobCgroup, Jail]:
         """The work dir (mounted, filled, the job's), the files covering the host's /proc files,
         the stdin (a descriptor added to `opened`) and the cgroups; `_cleanup` undoes any part
-        of it, `run` closes what was opened."""
+        of it, `run` closes what was opened. (The job dir's `outputs/` is made by `collect` when
+        there is an output: a hello world has none, and a mkdir on the state dir's disk took
+        0.16 to 0.3 ms of every job.)"""
         work.mkdir(mode=0o711)
         workdir.mount_tmpfs(work, spec.storage_bytes, spec.storage_inodes, uid)
         workdir.fill(spec.job_dir / "inputs", work, uid)
-        (spec.job_dir / "outputs").mkdir(mode=0o700)
         proc_binds = procfs.write(self.layout.proc / spec.job_id, spec.memory_bytes)
         stdin = None
         if spec.stdin is not None:
@@ -468,6 +500,22 @@ def _rootless_line(
         f"every limit enforced; without root: the job uids are shared with this user's other "
         f"user namespaces and the jail tree is {layout.root} (jail_uid_base unused)"
     )
+
+
+def _settle(future: "asyncio.Future[T]", value: T) -> None:
+    if not future.done():  # (not if the waiting task was cancelled and gave it up)
+        future.set_result(value)
+
+
+async def _to_the_end(task: "asyncio.Future[T]") -> bool:
+    """Wait until `task` is done, even if this task is cancelled meanwhile: whether it was."""
+    cancelled = False
+    while not task.done():
+        try:
+            await asyncio.wait([task])
+        except asyncio.CancelledError:
+            cancelled = True
+    return cancelled
 
 
 async def _in_thread_to_the_end(function: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:

@@ -23,6 +23,7 @@ class UnsafeRunner:
         on_output: Callable[[bytes], None],
         on_cpu: Callable[[float], None] = lambda _: None,
         stop: asyncio.Event | None = None,
+        on_result: Callable[[RunResult], None] | None = None,  # not used: nothing follows
     ) -> RunResult:
         stop = stop or asyncio.Event()
         if stop.is_set():

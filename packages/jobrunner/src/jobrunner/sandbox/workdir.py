@@ -398,6 +398,7 @@ def collect(
 
     room = max_bytes
     left_out = 0
+    made = False  # `outputs` (only the server's: 0700), made before the first file is copied
     for path in _walk(work, wanted, problem):
         # An input the job left as it was is no output (so not one too many either): hashed
         # where it is, not copied out first and deleted after (which took ~1 ms of every job
@@ -406,6 +407,9 @@ def collect(
             continue
         if len(kept) == max_files:
             return Collected(kept + problems, True, left_out, unlisted)
+        if not made:
+            outputs.mkdir(mode=0o700, exist_ok=True)
+            made = True
         try:
             copied = _copy_out(work / path, outputs / path, room)
         except _NoRoom as error:
