@@ -139,11 +139,24 @@ def report_json(report: ImportReport, problems: Iterable[str]) -> Iterator[bytes
     yield b"".join(parts)
 
 
-class _Entry:
-    __slots__ = ("domain", "key", "record", "tags", "where")
+# What the checks made of an entry (`Entry.outcome`).
+FINE, REPAIRED, INVALID = 0, 1, 2
 
-    def __init__(self, record: Bookmark, key: str, domain: str, tags: list[str], where: str):
-        self.record, self.key, self.domain, self.tags, self.where = record, key, domain, tags, where
+
+class Entry(msgspec.Struct, array_like=True, gc=False):
+    """A record after the checks (`Checker.check`), ready to be written: its URL cleaned, its
+    title and description within their caps, its tags cleaned, its URL key and domain found.
+    The reader process sends these (msgpack), so the checks run beside the writing. A repaired
+    or invalid entry carries the line --verbose lists for it; the importing process counts and
+    logs it where the entry comes in its file, as if it had checked it itself."""
+
+    record: Bookmark
+    key: str
+    domain: str
+    tags: list[str]
+    where: str
+    outcome: int = FINE
+    problem: str = ""  # for a repaired or invalid entry: what was done to it, and which it is
 
 
 def _describe(record: Bookmark) -> str:
@@ -167,44 +180,14 @@ def _capped(record: Bookmark, notes: list[str]) -> None:
         record.description = record.description[:MAX_DESCRIPTION]
 
 
-class Importer:
-    def __init__(
-        self,
-        library: "Library",
-        report: ImportReport,
-        update: bool,
-        log: Callable[[str], None] | None = None,
-    ) -> None:
-        self.library = library
-        self.store = library.store
-        self.report = report
-        self.update = update
-        self.log = log if log is not None else self._keep
-        self.refusal: str | None = None  # the first invalid or repaired entry (for --strict)
+class Checker:
+    """The checks of an import's records (URL keys, caps, tag cleaning), with their caches. They
+    read no database, so the reader process can run them (see `transfer.import_file`)."""
+
+    def __init__(self) -> None:
         self.nocase = tagnames.nocase
         self.tag_cache: dict[str, tuple[str | None, str | None]] = {}
         self.tags_cache: dict[tuple[str, ...], tuple[list[str], list[str]]] = {}
-        self.tag_ids: dict[str, int] = {}  # by exact spelling, before the library's own cache
-        self.first_new = journal.next_id(self.store)  # past the trash's ids too
-        self.next_id = self.first_new
-        # The full-text indexes this import keeps: none without FTS5 (see `marks.store`).
-        self.indexes = INDEXES if self.store.full_text() else {}
-
-    def _keep(self, line: str) -> None:
-        """Without a log, the report holds the first SHOWN lines and counts the rest."""
-        if len(self.report.problems) < SHOWN:
-            self.report.problems.append(_short(line, LINE))
-        else:
-            self.report.problems_omitted += 1
-
-    def problem(self, where: str, text: str, *, refuses: bool = False) -> None:
-        """A line for --verbose; `refuses`: the entry is invalid or repaired (--strict says no)."""
-        line = f"{where}: {text}" if where else text
-        self.log(line)
-        if refuses and self.refusal is None:
-            self.refusal = line
-
-    # --- checking one record ---------------------------------------------------------------------
 
     def _tag(self, name: str) -> tuple[str | None, str | None]:
         """(normalised tag or None, note on a repair), cached: imports repeat their tags."""
@@ -255,7 +238,7 @@ class Importer:
                 seen.setdefault(self.nocase(tag), tag)
         return sorted(seen.values(), key=self.nocase)
 
-    def check(self, record: Bookmark, number: int) -> _Entry | None:
+    def check(self, record: Bookmark, number: int) -> Entry:
         where = getattr(record, "where", "") or f"entry {number}"
         notes = list(getattr(record, "notes", ()) or ())
         try:
@@ -268,19 +251,71 @@ class Importer:
                 url, url_notes = urls.clean(record.url)
                 record.url, key, domain = urls.analyse(url)
         except urls.InvalidURL as error:
-            self.report.invalid += 1
             record.url = _short(record.url, 300)  # the line quotes it
             reason = (
                 "; ".join([str(error), *notes]) if record.url else "; ".join(notes or ["no URL"])
             )
-            self.problem(where, f"invalid ({reason}): {_describe(record)}", refuses=True)
-            return None
+            problem = f"invalid ({reason}): {_describe(record)}"
+            return Entry(record, "", "", [], where, INVALID, problem)
         tags = self.clean_tags(record.tags, notes)
         notes += url_notes
         if notes:
+            problem = f"repaired ({'; '.join(notes)}): {_describe(record)}"
+            return Entry(record, key, domain, tags, where, REPAIRED, problem)
+        return Entry(record, key, domain, tags, where)
+
+    def entries(self, records: Iterable[Bookmark]) -> Iterator[Entry]:
+        """Each record checked, numbered from 1 as `check` counts them."""
+        check = self.check
+        for number, record in enumerate(records, 1):
+            yield check(record, number)
+
+
+class Importer:
+    def __init__(
+        self,
+        library: "Library",
+        report: ImportReport,
+        update: bool,
+        log: Callable[[str], None] | None = None,
+    ) -> None:
+        self.library = library
+        self.store = library.store
+        self.report = report
+        self.update = update
+        self.log = log if log is not None else self._keep
+        self.refusal: str | None = None  # the first invalid or repaired entry (for --strict)
+        self.checker = Checker()  # for the records it checks itself, and for merged tag lists
+        self.tag_ids: dict[str, int] = {}  # by exact spelling, before the library's own cache
+        self.first_new = journal.next_id(self.store)  # past the trash's ids too
+        self.next_id = self.first_new
+        # The full-text indexes this import keeps: none without FTS5 (see `marks.store`).
+        self.indexes = INDEXES if self.store.full_text() else {}
+
+    def _keep(self, line: str) -> None:
+        """Without a log, the report holds the first SHOWN lines and counts the rest."""
+        if len(self.report.problems) < SHOWN:
+            self.report.problems.append(_short(line, LINE))
+        else:
+            self.report.problems_omitted += 1
+
+    def problem(self, where: str, text: str, *, refuses: bool = False) -> None:
+        """A line for --verbose; `refuses`: the entry is invalid or repaired (--strict says no)."""
+        line = f"{where}: {text}" if where else text
+        self.log(line)
+        if refuses and self.refusal is None:
+            self.refusal = line
+
+    def accept(self, entry: Entry) -> bool:
+        """Count and log what the checks found; whether the entry is to be written."""
+        if entry.outcome == FINE:
+            return True
+        if entry.outcome == INVALID:
+            self.report.invalid += 1
+        else:
             self.report.repaired += 1
-            self.problem(where, f"repaired ({'; '.join(notes)}): {_describe(record)}", refuses=True)
-        return _Entry(record, key, domain, tags, where)
+        self.problem(entry.where, entry.problem, refuses=True)
+        return entry.outcome != INVALID
 
     # --- writing a batch ----------------------------------------------------------------------
 
@@ -299,11 +334,11 @@ class Importer:
                 found[key] = (bookmark_id, bool(unindexed))
         return found
 
-    def write(self, batch: list[_Entry]) -> None:
+    def write(self, batch: list[Entry]) -> None:
         if not batch:
             return
         existing = self._existing(list({entry.key for entry in batch}))
-        fresh: dict[str, _Entry] = {}
+        fresh: dict[str, Entry] = {}
         unindexed: set[int] = set()  # the library's rows merged into within this batch
         for entry in batch:
             record = entry.record
@@ -314,7 +349,7 @@ class Importer:
                     fresh[entry.key] = entry
                     continue
                 _fold(first, entry)
-                first.tags = self.clean_tags([*first.tags, *entry.tags], [])
+                first.tags = self.checker.clean_tags([*first.tags, *entry.tags], [])
                 self.report.skipped += 1
                 self.problem(
                     entry.where,
@@ -354,11 +389,11 @@ class Importer:
             )
         self.store.execute(f"INSERT INTO temp.{UNINDEXED} (id) VALUES (?)", (bookmark_id,))
 
-    def merge(self, bookmark_id: int, entry: _Entry) -> None:
+    def merge(self, bookmark_id: int, entry: Entry) -> None:
         self.library.merge_into(bookmark_id, entry.record, entry.tags)
         self.store.execute(f"INSERT OR IGNORE INTO temp.{MERGED} (id) VALUES (?)", (bookmark_id,))
 
-    def insert(self, entries: list[_Entry]) -> None:
+    def insert(self, entries: list[Entry]) -> None:
         now = clock.to_text(self.library.now())
         rows = []
         links = []
@@ -431,7 +466,7 @@ def _text(moment: dt.datetime | None) -> str | None:
     )
 
 
-def _fold(first: _Entry, again: _Entry) -> None:
+def _fold(first: Entry, again: Entry) -> None:
     """The same page twice in one file: one bookmark with the earliest date, the most visits."""
     a, b = first.record, again.record
     a.added = min(filter(None, (a.added, b.added)), default=None)
@@ -531,14 +566,35 @@ def import_records(
 ) -> ImportReport:
     """`problems` takes each line --verbose lists as it comes (a ProblemLog, or one that drops
     them); without it they are kept in the report's `problems`."""
+    return import_entries(
+        library,
+        Checker().entries(records),
+        update=update,
+        strict=strict,
+        progress=progress,
+        problems=problems,
+    )
+
+
+def import_entries(
+    library: "Library",
+    entries: Iterable[Entry],
+    *,
+    update: bool = False,
+    strict: bool = False,
+    progress: Callable[[int], None] = lambda _: None,
+    problems: Callable[[str], None] | None = None,
+) -> ImportReport:
+    """`import_records` of records already checked, in their file's order (`Checker.entries`,
+    which may run in another process)."""
     report = ImportReport(problems=[], warnings=[])
     with library.store.transaction():
         importer = Importer(library, report, update, problems)
         with bulk_load(importer):
-            batch: list[_Entry] = []
-            for number, record in enumerate(records, 1):
-                entry = importer.check(record, number)
-                if entry is not None:
+            batch: list[Entry] = []
+            accept = importer.accept
+            for number, entry in enumerate(entries, 1):
+                if entry.outcome == FINE or accept(entry):
                     batch.append(entry)
                     if len(batch) >= BATCH:
                         importer.write(batch)
