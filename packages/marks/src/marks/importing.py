@@ -18,7 +18,7 @@ import os
 import tempfile
 from collections.abc import Callable, Iterable, Iterator
 from types import TracebackType
-from typing import IO, TYPE_CHECKING
+from typing import IO, TYPE_CHECKING, Protocol
 
 import msgspec
 
@@ -148,9 +148,25 @@ class Entry(msgspec.Struct, array_like=True, gc=False):
     title and description within their caps, its tags cleaned, its URL key and domain found.
     The reader process sends these (msgpack), so the checks run beside the writing. A repaired
     or invalid entry carries the line --verbose lists for it; the importing process counts and
-    logs it where the entry comes in its file, as if it had checked it itself."""
+    logs it where the entry comes in its file, as if it had checked it itself.
 
-    record: Bookmark
+    The record's fields are its own, not a `Bookmark` inside: as an array, without the names of
+    a Bookmark's fields (and a Record's reader notes), an entry is half the bytes to send, encode
+    and decode."""
+
+    url: str
+    title: str
+    description: str
+    starred: bool
+    archived: bool
+    added: dt.datetime | None
+    last_visited: dt.datetime | None
+    visit_count: int
+    reachable: bool | None
+    last_checked: dt.datetime | None
+    check_result: str | None
+    archived_url: str | None
+    archived_at: dt.datetime | None
     key: str
     domain: str
     tags: list[str]
@@ -158,8 +174,64 @@ class Entry(msgspec.Struct, array_like=True, gc=False):
     outcome: int = FINE
     problem: str = ""  # for a repaired or invalid entry: what was done to it, and which it is
 
+    def bookmark(self) -> Bookmark:
+        """The entry as the library's merge rule takes it."""
+        return Bookmark(
+            url=self.url,
+            title=self.title,
+            description=self.description,
+            tags=self.tags,
+            starred=self.starred,
+            archived=self.archived,
+            added=self.added,
+            last_visited=self.last_visited,
+            visit_count=self.visit_count,
+            reachable=self.reachable,
+            last_checked=self.last_checked,
+            check_result=self.check_result,
+            archived_url=self.archived_url,
+            archived_at=self.archived_at,
+        )
 
-def _describe(record: Bookmark) -> str:
+
+def _entry(
+    record: Bookmark,
+    key: str,
+    domain: str,
+    tags: list[str],
+    where: str,
+    outcome: int = FINE,
+    problem: str = "",
+) -> Entry:
+    return Entry(
+        record.url,
+        record.title,
+        record.description,
+        record.starred,
+        record.archived,
+        record.added,
+        record.last_visited,
+        record.visit_count,
+        record.reachable,
+        record.last_checked,
+        record.check_result,
+        record.archived_url,
+        record.archived_at,
+        key,
+        domain,
+        tags,
+        where,
+        outcome,
+        problem,
+    )
+
+
+class _Described(Protocol):
+    url: str
+    title: str
+
+
+def _describe(record: _Described) -> str:
     url, title = _short(record.url, 300), _short(record.title, 120)
     if url and title:
         return f'{url} "{title}"'
@@ -256,19 +328,28 @@ class Checker:
                 "; ".join([str(error), *notes]) if record.url else "; ".join(notes or ["no URL"])
             )
             problem = f"invalid ({reason}): {_describe(record)}"
-            return Entry(record, "", "", [], where, INVALID, problem)
+            return _entry(record, "", "", [], where, INVALID, problem)
         tags = self.clean_tags(record.tags, notes)
         notes += url_notes
         if notes:
             problem = f"repaired ({'; '.join(notes)}): {_describe(record)}"
-            return Entry(record, key, domain, tags, where, REPAIRED, problem)
-        return Entry(record, key, domain, tags, where)
+            return _entry(record, key, domain, tags, where, REPAIRED, problem)
+        return _entry(record, key, domain, tags, where)
 
     def entries(self, records: Iterable[Bookmark]) -> Iterator[Entry]:
-        """Each record checked, numbered from 1 as `check` counts them."""
+        """Each record checked, numbered from 1, once the reader has gone past it: the Netscape
+        reader fills in a link's description (its `<DD>`, after the link) in the record it has
+        yielded already, and is done with it only when it yields the next one (or ends).
+        Checked as it was yielded, a description escaped its cap; written as it was yielded
+        (the last entry of a batch), it was lost."""
         check = self.check
-        for number, record in enumerate(records, 1):
-            yield check(record, number)
+        number, held = 0, None
+        for record in records:
+            if held is not None:
+                yield check(held, number)
+            number, held = number + 1, record
+        if held is not None:
+            yield check(held, number)
 
 
 class Importer:
@@ -341,7 +422,6 @@ class Importer:
         fresh: dict[str, Entry] = {}
         unindexed: set[int] = set()  # the library's rows merged into within this batch
         for entry in batch:
-            record = entry.record
             found = existing.get(entry.key)
             if found is None:
                 first = fresh.get(entry.key)
@@ -353,7 +433,7 @@ class Importer:
                 self.report.skipped += 1
                 self.problem(
                     entry.where,
-                    f"same page as {first.where}, merged into one bookmark: {_describe(record)}",
+                    f"same page as {first.where}, merged into one bookmark: {_describe(entry)}",
                 )
                 continue
             known, earlier = found
@@ -362,17 +442,17 @@ class Importer:
                 self.report.skipped += 1
                 self.problem(
                     entry.where,
-                    f"same page as an earlier entry, merged into one bookmark: {_describe(record)}",
+                    f"same page as an earlier entry, merged into one bookmark: {_describe(entry)}",
                 )
             elif self.update:
                 self.unindex(known)
                 unindexed.add(known)
                 self.merge(known, entry)
                 self.report.updated += 1
-                self.problem(entry.where, f"merged into bookmark {known}: {_describe(record)}")
+                self.problem(entry.where, f"merged into bookmark {known}: {_describe(entry)}")
             else:
                 self.report.skipped += 1
-                self.problem(entry.where, f"skipped (already bookmarked as {known}): {record.url}")
+                self.problem(entry.where, f"skipped (already bookmarked as {known}): {entry.url}")
         self.insert(list(fresh.values()))
         if len(self.tag_ids) >= TAG_IDS:  # a file with ever new tags: ids are looked up again
             self.tag_ids.clear()
@@ -390,7 +470,7 @@ class Importer:
         self.store.execute(f"INSERT INTO temp.{UNINDEXED} (id) VALUES (?)", (bookmark_id,))
 
     def merge(self, bookmark_id: int, entry: Entry) -> None:
-        self.library.merge_into(bookmark_id, entry.record, entry.tags)
+        self.library.merge_into(bookmark_id, entry.bookmark(), entry.tags)
         self.store.execute(f"INSERT OR IGNORE INTO temp.{MERGED} (id) VALUES (?)", (bookmark_id,))
 
     def insert(self, entries: list[Entry]) -> None:
@@ -401,11 +481,10 @@ class Importer:
         bookmark_id = self.next_id
         self.next_id += len(entries)
         for entry in entries:
-            record = entry.record
-            added = record.added
+            added = entry.added
             if added is None:
                 self.report.undated += 1
-                self.problem(entry.where, f"no date, import time used: {_describe(record)}")
+                self.problem(entry.where, f"no date, import time used: {_describe(entry)}")
                 added_text = now
             elif added.tzinfo is _UTC and added.year >= 1000:  # what readers make: _text inline
                 added_text = added.isoformat(timespec="seconds")[:19] + "Z"
@@ -414,22 +493,22 @@ class Importer:
             rows.append(
                 (
                     bookmark_id,
-                    record.url,
+                    entry.url,
                     entry.key,
-                    record.title.strip(),
-                    record.description.strip(),
+                    entry.title.strip(),
+                    entry.description.strip(),
                     "\n".join(entry.tags),
                     entry.domain,
-                    int(record.starred),
-                    int(record.archived),
+                    int(entry.starred),
+                    int(entry.archived),
                     added_text,
-                    None if record.last_visited is None else _text(record.last_visited),
-                    max(0, record.visit_count),
-                    None if record.reachable is None else int(record.reachable),
-                    None if record.last_checked is None else clock.to_text(record.last_checked),
-                    record.check_result,
-                    record.archived_url,
-                    None if record.archived_at is None else _text(record.archived_at),
+                    None if entry.last_visited is None else _text(entry.last_visited),
+                    max(0, entry.visit_count),
+                    None if entry.reachable is None else int(entry.reachable),
+                    None if entry.last_checked is None else clock.to_text(entry.last_checked),
+                    entry.check_result,
+                    entry.archived_url,
+                    None if entry.archived_at is None else _text(entry.archived_at),
                 )
             )
             for tag in entry.tags:
@@ -468,7 +547,7 @@ def _text(moment: dt.datetime | None) -> str | None:
 
 def _fold(first: Entry, again: Entry) -> None:
     """The same page twice in one file: one bookmark with the earliest date, the most visits."""
-    a, b = first.record, again.record
+    a, b = first, again
     a.added = min(filter(None, (a.added, b.added)), default=None)
     a.last_visited = max(filter(None, (a.last_visited, b.last_visited)), default=None)
     a.visit_count = max(a.visit_count, b.visit_count)
