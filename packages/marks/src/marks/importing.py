@@ -1,8 +1,9 @@
 """Importing records into the library: streamed in batches inside one transaction.
 
-Memory stays flat whatever the file's size: records are checked as the reader yields them and
-written a batch at a time (one `executemany` per table); which pages exist is asked of the
-database per batch. Every entry is accounted for in the report: added, merged (`--update`, or the
+Memory stays flat whatever the file's size: records are checked as the reader yields them
+(`Checker`, which needs no database, so the CLI runs it in the reader process) and written a
+batch at a time (one `executemany` per table); which pages exist is asked of the database per
+batch. Every entry is accounted for in the report: added, merged (`--update`, or the
 same page twice in one file), skipped (already bookmarked), invalid, or repaired; `--verbose`
 lists each with where it is in the file. With `strict`, any invalid or repaired entry refuses the
 whole file. The index triggers are off during the load (see `bulk_load`).

@@ -1,5 +1,5 @@
-"""Reading an import file in a second process: the child reads and parses, the parent checks and
-writes, so on two cores the parsing runs beside the checking and SQLite's work.
+"""Reading an import file in a second process: the child reads, parses and checks, the parent
+writes, so on two cores the parsing and the checks run beside SQLite's work.
 
 The child is a `fork` of the CLI's process, made once the import's transaction has begun. It
 inherits the open SQLite connection and must never touch it: it runs only the reader, sends what
