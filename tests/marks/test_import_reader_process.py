@@ -15,6 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from marks.formats import FormatError
+from marks.importing import BATCH, MAX_DESCRIPTION
 from marks.library import Library
 from marks.store import Store
 from marks.transfer import import_file
@@ -72,8 +73,9 @@ dates = st.sampled_from(
 hrefs = st.sampled_from(
     ["https://a.example/", "https://a.example", "http://b.example/é?q=1", "javascript:x", ""]
 )
-entry = st.tuples(hrefs, dates, names, st.lists(names, max_size=2)).map(
-    lambda e: f'<DT><A HREF="{e[0]}"{e[1]} TAGS="{",".join(e[3])}">{e[2]}</A>\n'
+descriptions = st.sampled_from(["", "<DD>about it\n", "<DD>Wörter &amp; more\n"])
+entry = st.tuples(hrefs, dates, names, st.lists(names, max_size=2), descriptions).map(
+    lambda e: f'<DT><A HREF="{e[0]}"{e[1]} TAGS="{",".join(e[3])}">{e[2]}</A>\n{e[4]}'
 )
 folder = names.map(lambda name: f"<DT><H3>{name}</H3>\n<DL><p>\n")
 documents = st.lists(entry | folder | st.just("</DL><p>\n"), max_size=30).map(
@@ -104,6 +106,33 @@ def test_the_reader_process_gives_the_same_library_and_report(tmp_path, document
         again = imported(db, file, separate, update=update)  # merges into the first
         results.append((first, again))
     assert results[0] == results[1]
+
+
+@pytest.mark.parametrize("separate", [False, True])
+def test_every_description_is_kept_and_capped_in_either_process(tmp_path, separate):
+    """A link's <DD> follows it: the entry that ends a batch of the import (or of the reader's
+    messages) keeps its description, and an overlong description is cut and said."""
+    count = 2 * BATCH + 1
+    long = "y" * (MAX_DESCRIPTION + 10)
+    links = "".join(
+        f'<DT><A HREF="https://d.example/{n}" ADD_DATE="1500000000">t{n}</A>\n'
+        f"<DD>about {n}{long if n == 7 else ''}\n"
+        for n in range(1, count + 1)
+    )
+    file = tmp_path / "described.html"
+    file.write_text(f"<!DOCTYPE NETSCAPE-Bookmark-file-1>\n<DL><p>\n{links}</DL>\n")
+    report, (bookmarks, *_) = imported(tmp_path / "d.db", file, separate)
+    descriptions = {row[1]: row[4] for row in bookmarks}  # url: description
+    assert len(descriptions) == count
+    for n in range(1, count + 1):
+        if n != 7:
+            assert descriptions[f"https://d.example/{n}"] == f"about {n}"
+    assert descriptions["https://d.example/7"] == ("about 7" + long)[:MAX_DESCRIPTION]
+    assert report.repaired == 1
+    assert report.problems == [
+        f"line 15: repaired (description of {MAX_DESCRIPTION + 17} characters cut to "
+        f'{MAX_DESCRIPTION}): https://d.example/7 "t7"'
+    ]
 
 
 def test_charset_warnings_cross_from_the_reader_process(library, tmp_path):

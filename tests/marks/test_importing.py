@@ -104,3 +104,32 @@ def test_strict_names_the_first_entry_it_refuses(library, tmp_path):
         transfer.import_file(library, "html", str(path), strict=True)
     assert "(first: line 2: invalid" in str(raised.value)
     assert library.count() == 0
+
+
+@pytest.mark.parametrize("kept", [None, 65536])
+def test_an_import_leaves_the_full_text_settings_as_they_were(library, tmp_path, kept):
+    """The import fills the indexes with a larger FTS5 `hashsize`, which FTS5 keeps in the
+    index's `_config` table: afterwards the table is as before (no row, or the library's own)."""
+    store = library.store
+    if kept is not None:
+        for index in importing.INDEXES:
+            store.execute(f"INSERT INTO {index} ({index}, rank) VALUES ('hashsize', ?)", (kept,))
+
+    def settings() -> dict[str, list[tuple]]:
+        return {
+            index: store.execute(f"SELECT k, v FROM {index}_config ORDER BY k").fetchall()
+            for index in importing.INDEXES
+        }
+
+    before = settings()
+    path = tmp_path / "h.html"
+    path.write_text(
+        "".join(f'<DT><A HREF="https://h{n}.example/">hashed{n}</A>\n' for n in range(3)),
+        encoding="utf-8",
+    )
+    assert transfer.import_file(library, "html", str(path)).added == 3
+    assert settings() == before
+    assert ("hashsize", kept) in before["bookmarks_fts"] or kept is None
+    assert [hit.bookmark.url for hit in library.search("hashed1", fts=True)] == [
+        "https://h1.example/"
+    ]

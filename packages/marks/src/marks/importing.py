@@ -1,8 +1,9 @@
 """Importing records into the library: streamed in batches inside one transaction.
 
-Memory stays flat whatever the file's size: records are checked as the reader yields them and
-written a batch at a time (one `executemany` per table); which pages exist is asked of the
-database per batch. Every entry is accounted for in the report: added, merged (`--update`, or the
+Memory stays flat whatever the file's size: records are checked as the reader yields them
+(`Checker`, which needs no database, so the CLI runs it in the reader process) and written a
+batch at a time (one `executemany` per table); which pages exist is asked of the database per
+batch. Every entry is accounted for in the report: added, merged (`--update`, or the
 same page twice in one file), skipped (already bookmarked), invalid, or repaired; `--verbose`
 lists each with where it is in the file. With `strict`, any invalid or repaired entry refuses the
 whole file. The index triggers are off during the load (see `bulk_load`).
@@ -18,7 +19,7 @@ import os
 import tempfile
 from collections.abc import Callable, Iterable, Iterator
 from types import TracebackType
-from typing import IO, TYPE_CHECKING
+from typing import IO, TYPE_CHECKING, Protocol
 
 import msgspec
 
@@ -27,6 +28,7 @@ from marks.wire import Bookmark, ImportReport
 
 if TYPE_CHECKING:
     from marks.library import Library
+    from marks.store import Store
 
 BATCH = 2000
 REBUILD_BELOW = 20_000  # libraries smaller than this get their indexes rebuilt after an import
@@ -139,14 +141,99 @@ def report_json(report: ImportReport, problems: Iterable[str]) -> Iterator[bytes
     yield b"".join(parts)
 
 
-class _Entry:
-    __slots__ = ("domain", "key", "record", "tags", "where")
-
-    def __init__(self, record: Bookmark, key: str, domain: str, tags: list[str], where: str):
-        self.record, self.key, self.domain, self.tags, self.where = record, key, domain, tags, where
+# What the checks made of an entry (`Entry.outcome`).
+FINE, REPAIRED, INVALID = 0, 1, 2
 
 
-def _describe(record: Bookmark) -> str:
+class Entry(msgspec.Struct, array_like=True, gc=False):
+    """A record after the checks (`Checker.check`), ready to be written: its URL cleaned, its
+    title and description within their caps, its tags cleaned, its URL key and domain found.
+    The reader process sends these (msgpack), so the checks run beside the writing. A repaired
+    or invalid entry carries the line --verbose lists for it; the importing process counts and
+    logs it where the entry comes in its file, as if it had checked it itself.
+
+    The record's fields are its own, not a `Bookmark` inside: as an array, without the names of
+    a Bookmark's fields (and a Record's reader notes), an entry is half the bytes to send, encode
+    and decode."""
+
+    url: str
+    title: str
+    description: str
+    starred: bool
+    archived: bool
+    added: dt.datetime | None
+    last_visited: dt.datetime | None
+    visit_count: int
+    reachable: bool | None
+    last_checked: dt.datetime | None
+    check_result: str | None
+    archived_url: str | None
+    archived_at: dt.datetime | None
+    key: str
+    domain: str
+    tags: list[str]
+    where: str
+    outcome: int = FINE
+    problem: str = ""  # for a repaired or invalid entry: what was done to it, and which it is
+
+    def bookmark(self) -> Bookmark:
+        """The entry as the library's merge rule takes it."""
+        return Bookmark(
+            url=self.url,
+            title=self.title,
+            description=self.description,
+            tags=self.tags,
+            starred=self.starred,
+            archived=self.archived,
+            added=self.added,
+            last_visited=self.last_visited,
+            visit_count=self.visit_count,
+            reachable=self.reachable,
+            last_checked=self.last_checked,
+            check_result=self.check_result,
+            archived_url=self.archived_url,
+            archived_at=self.archived_at,
+        )
+
+
+def _entry(
+    record: Bookmark,
+    key: str,
+    domain: str,
+    tags: list[str],
+    where: str,
+    outcome: int = FINE,
+    problem: str = "",
+) -> Entry:
+    return Entry(
+        record.url,
+        record.title,
+        record.description,
+        record.starred,
+        record.archived,
+        record.added,
+        record.last_visited,
+        record.visit_count,
+        record.reachable,
+        record.last_checked,
+        record.check_result,
+        record.archived_url,
+        record.archived_at,
+        key,
+        domain,
+        tags,
+        where,
+        outcome,
+        problem,
+    )
+
+
+class _Described(Protocol):
+    url: str
+    title: str
+
+
+def _describe(record: _Described) -> str:
     url, title = _short(record.url, 300), _short(record.title, 120)
     if url and title:
         return f'{url} "{title}"'
@@ -167,44 +254,14 @@ def _capped(record: Bookmark, notes: list[str]) -> None:
         record.description = record.description[:MAX_DESCRIPTION]
 
 
-class Importer:
-    def __init__(
-        self,
-        library: "Library",
-        report: ImportReport,
-        update: bool,
-        log: Callable[[str], None] | None = None,
-    ) -> None:
-        self.library = library
-        self.store = library.store
-        self.report = report
-        self.update = update
-        self.log = log if log is not None else self._keep
-        self.refusal: str | None = None  # the first invalid or repaired entry (for --strict)
+class Checker:
+    """The checks of an import's records (URL keys, caps, tag cleaning), with their caches. They
+    read no database, so the reader process can run them (see `transfer.import_file`)."""
+
+    def __init__(self) -> None:
         self.nocase = tagnames.nocase
         self.tag_cache: dict[str, tuple[str | None, str | None]] = {}
         self.tags_cache: dict[tuple[str, ...], tuple[list[str], list[str]]] = {}
-        self.tag_ids: dict[str, int] = {}  # by exact spelling, before the library's own cache
-        self.first_new = journal.next_id(self.store)  # past the trash's ids too
-        self.next_id = self.first_new
-        # The full-text indexes this import keeps: none without FTS5 (see `marks.store`).
-        self.indexes = INDEXES if self.store.full_text() else {}
-
-    def _keep(self, line: str) -> None:
-        """Without a log, the report holds the first SHOWN lines and counts the rest."""
-        if len(self.report.problems) < SHOWN:
-            self.report.problems.append(_short(line, LINE))
-        else:
-            self.report.problems_omitted += 1
-
-    def problem(self, where: str, text: str, *, refuses: bool = False) -> None:
-        """A line for --verbose; `refuses`: the entry is invalid or repaired (--strict says no)."""
-        line = f"{where}: {text}" if where else text
-        self.log(line)
-        if refuses and self.refusal is None:
-            self.refusal = line
-
-    # --- checking one record ---------------------------------------------------------------------
 
     def _tag(self, name: str) -> tuple[str | None, str | None]:
         """(normalised tag or None, note on a repair), cached: imports repeat their tags."""
@@ -255,7 +312,7 @@ class Importer:
                 seen.setdefault(self.nocase(tag), tag)
         return sorted(seen.values(), key=self.nocase)
 
-    def check(self, record: Bookmark, number: int) -> _Entry | None:
+    def check(self, record: Bookmark, number: int) -> Entry:
         where = getattr(record, "where", "") or f"entry {number}"
         notes = list(getattr(record, "notes", ()) or ())
         try:
@@ -268,19 +325,80 @@ class Importer:
                 url, url_notes = urls.clean(record.url)
                 record.url, key, domain = urls.analyse(url)
         except urls.InvalidURL as error:
-            self.report.invalid += 1
             record.url = _short(record.url, 300)  # the line quotes it
             reason = (
                 "; ".join([str(error), *notes]) if record.url else "; ".join(notes or ["no URL"])
             )
-            self.problem(where, f"invalid ({reason}): {_describe(record)}", refuses=True)
-            return None
+            problem = f"invalid ({reason}): {_describe(record)}"
+            return _entry(record, "", "", [], where, INVALID, problem)
         tags = self.clean_tags(record.tags, notes)
         notes += url_notes
         if notes:
+            problem = f"repaired ({'; '.join(notes)}): {_describe(record)}"
+            return _entry(record, key, domain, tags, where, REPAIRED, problem)
+        return _entry(record, key, domain, tags, where)
+
+    def entries(self, records: Iterable[Bookmark]) -> Iterator[Entry]:
+        """Each record checked, numbered from 1, once the reader has gone past it: the Netscape
+        reader fills in a link's description (its `<DD>`, after the link) in the record it has
+        yielded already, and is done with it only when it yields the next one (or ends).
+        Checked as it was yielded, a description escaped its cap; written as it was yielded
+        (the last entry of a batch), it was lost."""
+        check = self.check
+        number, held = 0, None
+        for record in records:
+            if held is not None:
+                yield check(held, number)
+            number, held = number + 1, record
+        if held is not None:
+            yield check(held, number)
+
+
+class Importer:
+    def __init__(
+        self,
+        library: "Library",
+        report: ImportReport,
+        update: bool,
+        log: Callable[[str], None] | None = None,
+    ) -> None:
+        self.library = library
+        self.store = library.store
+        self.report = report
+        self.update = update
+        self.log = log if log is not None else self._keep
+        self.refusal: str | None = None  # the first invalid or repaired entry (for --strict)
+        self.checker = Checker()  # for the records it checks itself, and for merged tag lists
+        self.tag_ids: dict[str, int] = {}  # by exact spelling, before the library's own cache
+        self.first_new = journal.next_id(self.store)  # past the trash's ids too
+        self.next_id = self.first_new
+        # The full-text indexes this import keeps: none without FTS5 (see `marks.store`).
+        self.indexes = INDEXES if self.store.full_text() else {}
+
+    def _keep(self, line: str) -> None:
+        """Without a log, the report holds the first SHOWN lines and counts the rest."""
+        if len(self.report.problems) < SHOWN:
+            self.report.problems.append(_short(line, LINE))
+        else:
+            self.report.problems_omitted += 1
+
+    def problem(self, where: str, text: str, *, refuses: bool = False) -> None:
+        """A line for --verbose; `refuses`: the entry is invalid or repaired (--strict says no)."""
+        line = f"{where}: {text}" if where else text
+        self.log(line)
+        if refuses and self.refusal is None:
+            self.refusal = line
+
+    def accept(self, entry: Entry) -> bool:
+        """Count and log what the checks found; whether the entry is to be written."""
+        if entry.outcome == FINE:
+            return True
+        if entry.outcome == INVALID:
+            self.report.invalid += 1
+        else:
             self.report.repaired += 1
-            self.problem(where, f"repaired ({'; '.join(notes)}): {_describe(record)}", refuses=True)
-        return _Entry(record, key, domain, tags, where)
+        self.problem(entry.where, entry.problem, refuses=True)
+        return entry.outcome != INVALID
 
     # --- writing a batch ----------------------------------------------------------------------
 
@@ -299,14 +417,13 @@ class Importer:
                 found[key] = (bookmark_id, bool(unindexed))
         return found
 
-    def write(self, batch: list[_Entry]) -> None:
+    def write(self, batch: list[Entry]) -> None:
         if not batch:
             return
         existing = self._existing(list({entry.key for entry in batch}))
-        fresh: dict[str, _Entry] = {}
+        fresh: dict[str, Entry] = {}
         unindexed: set[int] = set()  # the library's rows merged into within this batch
         for entry in batch:
-            record = entry.record
             found = existing.get(entry.key)
             if found is None:
                 first = fresh.get(entry.key)
@@ -314,11 +431,11 @@ class Importer:
                     fresh[entry.key] = entry
                     continue
                 _fold(first, entry)
-                first.tags = self.clean_tags([*first.tags, *entry.tags], [])
+                first.tags = self.checker.clean_tags([*first.tags, *entry.tags], [])
                 self.report.skipped += 1
                 self.problem(
                     entry.where,
-                    f"same page as {first.where}, merged into one bookmark: {_describe(record)}",
+                    f"same page as {first.where}, merged into one bookmark: {_describe(entry)}",
                 )
                 continue
             known, earlier = found
@@ -327,17 +444,17 @@ class Importer:
                 self.report.skipped += 1
                 self.problem(
                     entry.where,
-                    f"same page as an earlier entry, merged into one bookmark: {_describe(record)}",
+                    f"same page as an earlier entry, merged into one bookmark: {_describe(entry)}",
                 )
             elif self.update:
                 self.unindex(known)
                 unindexed.add(known)
                 self.merge(known, entry)
                 self.report.updated += 1
-                self.problem(entry.where, f"merged into bookmark {known}: {_describe(record)}")
+                self.problem(entry.where, f"merged into bookmark {known}: {_describe(entry)}")
             else:
                 self.report.skipped += 1
-                self.problem(entry.where, f"skipped (already bookmarked as {known}): {record.url}")
+                self.problem(entry.where, f"skipped (already bookmarked as {known}): {entry.url}")
         self.insert(list(fresh.values()))
         if len(self.tag_ids) >= TAG_IDS:  # a file with ever new tags: ids are looked up again
             self.tag_ids.clear()
@@ -354,11 +471,11 @@ class Importer:
             )
         self.store.execute(f"INSERT INTO temp.{UNINDEXED} (id) VALUES (?)", (bookmark_id,))
 
-    def merge(self, bookmark_id: int, entry: _Entry) -> None:
-        self.library.merge_into(bookmark_id, entry.record, entry.tags)
+    def merge(self, bookmark_id: int, entry: Entry) -> None:
+        self.library.merge_into(bookmark_id, entry.bookmark(), entry.tags)
         self.store.execute(f"INSERT OR IGNORE INTO temp.{MERGED} (id) VALUES (?)", (bookmark_id,))
 
-    def insert(self, entries: list[_Entry]) -> None:
+    def insert(self, entries: list[Entry]) -> None:
         now = clock.to_text(self.library.now())
         rows = []
         links = []
@@ -366,11 +483,10 @@ class Importer:
         bookmark_id = self.next_id
         self.next_id += len(entries)
         for entry in entries:
-            record = entry.record
-            added = record.added
+            added = entry.added
             if added is None:
                 self.report.undated += 1
-                self.problem(entry.where, f"no date, import time used: {_describe(record)}")
+                self.problem(entry.where, f"no date, import time used: {_describe(entry)}")
                 added_text = now
             elif added.tzinfo is _UTC and added.year >= 1000:  # what readers make: _text inline
                 added_text = added.isoformat(timespec="seconds")[:19] + "Z"
@@ -379,22 +495,22 @@ class Importer:
             rows.append(
                 (
                     bookmark_id,
-                    record.url,
+                    entry.url,
                     entry.key,
-                    record.title.strip(),
-                    record.description.strip(),
+                    entry.title.strip(),
+                    entry.description.strip(),
                     "\n".join(entry.tags),
                     entry.domain,
-                    int(record.starred),
-                    int(record.archived),
+                    int(entry.starred),
+                    int(entry.archived),
                     added_text,
-                    None if record.last_visited is None else _text(record.last_visited),
-                    max(0, record.visit_count),
-                    None if record.reachable is None else int(record.reachable),
-                    None if record.last_checked is None else clock.to_text(record.last_checked),
-                    record.check_result,
-                    record.archived_url,
-                    None if record.archived_at is None else _text(record.archived_at),
+                    None if entry.last_visited is None else _text(entry.last_visited),
+                    max(0, entry.visit_count),
+                    None if entry.reachable is None else int(entry.reachable),
+                    None if entry.last_checked is None else clock.to_text(entry.last_checked),
+                    entry.check_result,
+                    entry.archived_url,
+                    None if entry.archived_at is None else _text(entry.archived_at),
                 )
             )
             for tag in entry.tags:
@@ -431,9 +547,9 @@ def _text(moment: dt.datetime | None) -> str | None:
     )
 
 
-def _fold(first: _Entry, again: _Entry) -> None:
+def _fold(first: Entry, again: Entry) -> None:
     """The same page twice in one file: one bookmark with the earliest date, the most visits."""
-    a, b = first.record, again.record
+    a, b = first, again
     a.added = min(filter(None, (a.added, b.added)), default=None)
     a.last_visited = max(filter(None, (a.last_visited, b.last_visited)), default=None)
     a.visit_count = max(a.visit_count, b.visit_count)
@@ -458,6 +574,31 @@ INDEX_TRIGGERS = (
     "bookmarks_words_update",
     "bookmark_tags_added",
 )
+
+
+# The terms a full-text index holds in memory while an import fills it (FTS5's `hashsize`, 1 MiB
+# unless set): each time they fill it they go to disk as a new segment, which merges then rewrite.
+# Larger for the fill only: fewer, larger segments, less merging. Filling both indexes at a
+# million: 6.7 s of CPU with 1 MiB, 5.85 with 2, 5.8 with 4, 5.4 with 8; the step's RSS 17, 20,
+# 24 and 34 MB. 8 MiB took the import's peak to 56 MB (the target is 60): 2 MiB.
+FILL_HASHSIZE = 2 << 20
+HASHSIZE = 1 << 20  # FTS5's own
+
+
+@contextlib.contextmanager
+def _hashsize(store: "Store", index: str, size: int) -> Iterator[None]:
+    """`index`'s hashsize for the block, then as it was. FTS5 keeps the setting in the index's
+    `_config` table, for every later write: the row is taken out again (inside the import's
+    transaction, so a failed import leaves it as it was too) unless the library had one."""
+    kept = store.value(f"SELECT v FROM {index}_config WHERE k = 'hashsize'")
+    store.execute(f"INSERT INTO {index} ({index}, rank) VALUES ('hashsize', ?)", (size,))
+    yield
+    store.execute(
+        f"INSERT INTO {index} ({index}, rank) VALUES ('hashsize', ?)",
+        (HASHSIZE if kept is None else kept,),
+    )
+    if kept is None:  # this connection's index now has FTS5's own again, as others will read it
+        store.execute(f"DELETE FROM {index}_config WHERE k = 'hashsize'")
 
 
 @contextlib.contextmanager
@@ -504,15 +645,16 @@ def bulk_load(importer: Importer) -> Iterator[None]:
         f"WHERE id IN (SELECT id FROM temp.{MERGED})"
     )
     for index, (source, columns) in importer.indexes.items():
-        store.execute(
-            f"INSERT INTO {index} (rowid, {columns}) "
-            f"SELECT id, {columns} FROM {source} WHERE id >= ?",
-            (importer.first_new,),
-        )
-        store.execute(
-            f"INSERT INTO {index} (rowid, {columns}) "
-            f"SELECT id, {columns} FROM {source} WHERE id IN (SELECT id FROM temp.{UNINDEXED})"
-        )
+        with _hashsize(store, index, FILL_HASHSIZE):
+            store.execute(
+                f"INSERT INTO {index} (rowid, {columns}) "
+                f"SELECT id, {columns} FROM {source} WHERE id >= ?",
+                (importer.first_new,),
+            )
+            store.execute(
+                f"INSERT INTO {index} (rowid, {columns}) "
+                f"SELECT id, {columns} FROM {source} WHERE id IN (SELECT id FROM temp.{UNINDEXED})"
+            )
     for table in (MERGED, UNINDEXED):
         store.execute(f"DROP TABLE temp.{table}")
     for sql in saved:
@@ -531,14 +673,35 @@ def import_records(
 ) -> ImportReport:
     """`problems` takes each line --verbose lists as it comes (a ProblemLog, or one that drops
     them); without it they are kept in the report's `problems`."""
+    return import_entries(
+        library,
+        Checker().entries(records),
+        update=update,
+        strict=strict,
+        progress=progress,
+        problems=problems,
+    )
+
+
+def import_entries(
+    library: "Library",
+    entries: Iterable[Entry],
+    *,
+    update: bool = False,
+    strict: bool = False,
+    progress: Callable[[int], None] = lambda _: None,
+    problems: Callable[[str], None] | None = None,
+) -> ImportReport:
+    """`import_records` of records already checked, in their file's order (`Checker.entries`,
+    which may run in another process)."""
     report = ImportReport(problems=[], warnings=[])
     with library.store.transaction():
         importer = Importer(library, report, update, problems)
         with bulk_load(importer):
-            batch: list[_Entry] = []
-            for number, record in enumerate(records, 1):
-                entry = importer.check(record, number)
-                if entry is not None:
+            batch: list[Entry] = []
+            accept = importer.accept
+            for number, entry in enumerate(entries, 1):
+                if entry.outcome == FINE or accept(entry):
                     batch.append(entry)
                     if len(batch) >= BATCH:
                         importer.write(batch)

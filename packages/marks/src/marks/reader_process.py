@@ -1,11 +1,12 @@
-"""Reading an import file in a second process: the child reads and parses, the parent checks and
-writes, so on two cores the parsing runs beside the checking and SQLite's work.
+"""Reading an import file in a second process: the child reads, parses and checks, the parent
+writes, so on two cores the parsing and the checks run beside SQLite's work.
 
 The child is a `fork` of the CLI's process, made once the import's transaction has begun. It
 inherits the open SQLite connection and must never touch it: it runs only the reader, sends what
 it finds through a pipe and leaves with `os._exit` whatever happens (no destructors, no `atexit`,
-no flushing of the parent's buffers). Records cross in batches as msgpack (a `Record` round-trips
-exactly: its times are UTC instants, which is all the library keeps of them).
+no flushing of the parent's buffers). What it finds crosses in batches as msgpack, items of one
+msgspec type (the import's checked entries, whose `Record`s round-trip exactly: their times are
+UTC instants, which is all the library keeps of them).
 
 Whatever the reader would have raised in the parent crosses as well: a `FormatError`'s line and an
 undecodable file's position come back as the same exceptions, so the import fails with the same
@@ -22,14 +23,14 @@ import os
 import signal
 import struct
 from collections.abc import Callable, Iterator
-from typing import IO
+from typing import IO, Generic, TypeVar
 
 import msgspec
 
 from marks.exceptions import MarksError
-from marks.formats import FormatError, Record
+from marks.formats import FormatError
 
-BATCH = 2000  # records per message
+BATCH = 2000  # items per message
 _SIZE = struct.Struct("<I")  # each message: its length, then its msgpack
 
 
@@ -37,8 +38,11 @@ class ReaderDied(MarksError):
     """The process reading the file stopped before its end: nothing is imported."""
 
 
-class _Batch(msgspec.Struct, tag="batch"):
-    records: list[Record]
+Item = TypeVar("Item")
+
+
+class _Batch(msgspec.Struct, Generic[Item], tag="batch"):
+    items: list[Item]
     position: int  # bytes of the file read so far (for the progress bar)
 
 
@@ -53,11 +57,8 @@ class _Failed(msgspec.Struct, tag="failed"):
     start: int = 0
 
 
-_Message = _Batch | _Done | _Failed
-
-
-class ReaderProcess:
-    """Iterate it for the records `produce()` yields in a child process.
+class ReaderProcess(Generic[Item]):
+    """Iterate it for the items (of msgspec type `kind`) `produce()` yields in a child process.
 
     `produce` is called in the child only; it appends its whole-file warnings to `warnings` (the
     child's copy), which come back into this object's `warnings` once the file is read.
@@ -66,17 +67,19 @@ class ReaderProcess:
 
     def __init__(
         self,
-        produce: Callable[[list[str]], Iterator[Record]],
+        produce: Callable[[list[str]], Iterator[Item]],
         position: Callable[[], int],
         name: str,
+        kind: type[Item],
     ) -> None:
         self.produce = produce
+        self.kind = kind
         self.where = position
         self.name = name
         self.position = 0
         self.warnings: list[str] = []
 
-    def __iter__(self) -> Iterator[Record]:
+    def __iter__(self) -> Iterator[Item]:
         read_end, write_end = os.pipe()
         pid = os.fork()
         if pid == 0:  # the child: never returns
@@ -85,7 +88,7 @@ class ReaderProcess:
         os.close(write_end)
         running = True
         try:
-            decode = msgspec.msgpack.Decoder(_Message).decode
+            decode = msgspec.msgpack.Decoder(_Batch[self.kind] | _Done | _Failed).decode  # type: ignore[name-defined]
             with open(read_end, "rb", buffering=1 << 20) as pipe:
                 while True:
                     head = pipe.read(_SIZE.size)
@@ -97,7 +100,7 @@ class ReaderProcess:
                     message = decode(body)
                     if isinstance(message, _Batch):
                         self.position = message.position
-                        yield from message.records
+                        yield from message.items
                         continue
                     running = False  # the child's last message: it is leaving
                     os.waitpid(pid, 0)
@@ -130,7 +133,7 @@ def _rebuilt(failed: _Failed) -> Exception:
 
 
 def _child(
-    fd: int, produce: Callable[[list[str]], Iterator[Record]], position: Callable[[], int]
+    fd: int, produce: Callable[[list[str]], Iterator[Item]], position: Callable[[], int]
 ) -> None:
     """Read, send, and leave with os._exit: nothing of the parent's (its SQLite connection, its
     buffered output, its atexit handlers) runs here."""
@@ -140,9 +143,9 @@ def _child(
         with open(fd, "wb", buffering=1 << 20) as pipe:
             try:
                 warnings: list[str] = []
-                batch: list[Record] = []
-                for record in produce(warnings):
-                    batch.append(record)
+                batch: list[Item] = []
+                for item in produce(warnings):
+                    batch.append(item)
                     if len(batch) >= BATCH:
                         _send(pipe, encode(_Batch(batch, position())))
                         batch = []

@@ -545,6 +545,9 @@ STEPS: list[Migration] = [
 
 # The counts schema 14 keeps, each counted afresh: what the migration writes, and what a bulk
 # write that turns the counting triggers off (an import, see `importing.bulk_load`) writes after.
+# The tag directories too: an import only adds tags, each new one an upsert into `tag_roots`
+# (0.23 s of CPU for the million's 22,903 tags, against 0.06 s without the trigger and 6 ms to
+# count them all again).
 KEPT_COUNTS_TRIGGERS = (
     "visit_counts_added",
     "visit_counts_removed",
@@ -552,6 +555,7 @@ KEPT_COUNTS_TRIGGERS = (
     "domain_counts_added",
     "domain_counts_removed",
     "domain_counts_moved",
+    "tag_roots_added",
 )
 RECOUNT = """
     UPDATE visit_counts SET
@@ -560,6 +564,8 @@ RECOUNT = """
     DELETE FROM domain_counts;
     INSERT INTO domain_counts (domain, bookmarks)
         SELECT domain, count(*) FROM bookmarks WHERE domain > '' GROUP BY domain;
+    DELETE FROM tag_roots;
+    INSERT INTO tag_roots (root, first) SELECT root, min(name) FROM tags GROUP BY root;
 """
 
 # Each migration whole, as one script (for tests that build files as an older marks left them).

@@ -126,19 +126,23 @@ def import_file(
     warnings: list[str] = []
     reader = None
     try:
-        found: Iterable[Record]
+        found: Iterable[importing.Entry]
         if separate and path != "-":
+            # The checks run there too (they read no database): this process only writes.
             reader = ReaderProcess(
-                lambda found_warnings: records(
-                    raw, fmt, encoding=encoding, base_url=base_url, warnings=found_warnings
+                lambda found_warnings: importing.Checker().entries(
+                    records(raw, fmt, encoding=encoding, base_url=base_url, warnings=found_warnings)
                 ),
                 lambda: _position(raw),
                 path,
+                importing.Entry,
             )
             found = reader
         else:
-            found = records(raw, fmt, encoding=encoding, base_url=base_url, warnings=warnings)
-        report = importing.import_records(
+            found = importing.Checker().entries(
+                records(raw, fmt, encoding=encoding, base_url=base_url, warnings=warnings)
+            )
+        report = importing.import_entries(
             library,
             found,
             update=update,
