@@ -43,10 +43,10 @@ if TYPE_CHECKING:
 
 WINDOW = 10  # candidates per bookmark per tag and per site, on each side
 
-# Pairs handled at once: each array of a chunk's pairs is 8 MB, and there are about ten at a
+# Pairs handled at once: each array of a chunk's pairs is 4 MB, and there are about twenty at a
 # time. The candidates are gathered in larger chunks (each chunk reads every window again).
-CHUNK_PAIRS = 1_000_000
-CANDIDATE_PAIRS = 4_000_000
+CHUNK_PAIRS = 500_000
+CANDIDATE_PAIRS = 2_000_000
 WRITE_ROWS = 100_000  # rows per executemany: Python tuples cost about 200 bytes a row
 
 # Every temporary table `_build` creates: dropped before and after each build, so one connection
@@ -65,10 +65,8 @@ def build(
     progress: Callable[[str], None] | None = None,
 ) -> BuildReport:
     started = time.perf_counter()
-    # Room for the new edges' index pages and the sort that makes the index by target (SQLite's
-    # 2 MB default makes the sort spill to disk); put back afterwards.
     saved = store.value("PRAGMA main.cache_size")
-    store.execute("PRAGMA main.cache_size = -65536")
+    _give_back_freed_arrays()
     try:
         report = _build(store, now, progress or (lambda step: None))
     finally:
@@ -105,7 +103,11 @@ def _build(
                 store.execute("DROP INDEX graph_edges_by_target")
             store.execute("DELETE FROM graph_edges")
             edges = graph.write(site_names)
+            del graph
             if by_target:
+                # Room for the sort that makes the index (SQLite's 2 MB default makes it spill
+                # to disk), once the arrays are let go; put back by `build`.
+                store.execute("PRAGMA main.cache_size = -65536")
                 store.execute(by_target)
             nodes = len(ids)
             store.execute(
@@ -116,6 +118,22 @@ def _build(
         finally:
             _drop(store)
     return BuildReport(nodes, edges, 0.0)
+
+
+def _give_back_freed_arrays() -> None:
+    """Have glibc return every freed block of 1 MB or more to the system at once.
+
+    By default glibc raises that threshold to the size of each large block freed (up to 32 MB)
+    and keeps smaller ones in its heap for reuse; the build frees hundreds of arrays of a few MB
+    of varying sizes, and what the heap kept put the peak at a million at 644 MB instead of
+    437 MB. A process-wide setting, harmless after the build (blocks that large are rare)."""
+    import ctypes
+
+    try:
+        libc = ctypes.CDLL(None)
+        libc.mallopt(-3, 1 << 20)  # M_MMAP_THRESHOLD (malloc.h)
+    except (OSError, AttributeError):  # not glibc: its own allocator decides
+        pass
 
 
 def _drop(store: Store) -> None:
@@ -222,7 +240,7 @@ def _sites(store: Store, ids: "Ints") -> tuple["Ints", list[str]]:
         of_host[host] = -1 if found is None else numbered.setdefault(found, len(numbered))
     site_of = np.fromiter(
         (of_host[host] for (host,) in store.execute("SELECT domain FROM bookmarks ORDER BY id")),
-        np.int64,
+        np.int32,
         len(ids),
     )
     return site_of, list(numbered)
@@ -302,7 +320,9 @@ class _Graph:
         del node, bm
         with_site = np.flatnonzero(site_of >= 0)
         rank[by_tags] = np.arange(n)
-        site_order = np.sort((site_of[with_site] + tags.node_count) * n + rank[with_site])
+        site_order = np.sort(
+            (site_of[with_site].astype(np.int64) + tags.node_count) * n + rank[with_site]
+        )
         del with_site
         self.member = np.concatenate((by_tags_domain[order % n], by_tags[site_order % n]))
         self.member = self.member.astype(np.int32)
@@ -312,6 +332,7 @@ class _Graph:
         # The scored pairs, grouped by the lower end (bookmark i's are at
         # start[i]:start[i + 1]): the other end and the number of shared tags.
         self.start = np.zeros(n + 1, np.int64)
+        self.degree = np.zeros(n, np.int64)  # scored pairs of each bookmark, either end
         self.other = np.zeros(0, np.int32)
         self.shared_tags = np.zeros(0, np.uint16)
         # Each bookmark's last kept edge in its order (weight, other end); `last` -1: it keeps
@@ -358,7 +379,7 @@ class _Graph:
 
         if not len(self.link_keys):
             return np.zeros(len(a), np.int64)
-        keys = a * self.n + b
+        keys = a.astype(np.int64) * self.n + b
         at = np.searchsorted(self.link_keys, keys)
         at[at >= len(self.link_keys)] = 0
         return np.where(self.link_keys[at] == keys, self.link_flags[at], 0)
@@ -403,12 +424,14 @@ class _Graph:
                 if len(self.link_keys):
                     reason |= self._link(a, b) > 0
                 lower += np.bincount(a[reason], minlength=n)
+                self.degree += np.bincount(b[reason], minlength=n)
                 others.append(b[reason].astype(np.int32))
                 counts.append(shared[reason].astype(narrow))
                 del a, b, shared, site, reason
             del keys
         del self.member, self.group  # the windows are done with
         np.cumsum(lower, out=self.start[1:])
+        self.degree += lower
         # One array each, filled from the chunks as they are let go (a concatenation would hold
         # both at once: 130 MB more at a million).
         self.other = _joined(others, np.int32)
@@ -419,16 +442,19 @@ class _Graph:
         over both directions, chunk by chunk of bookmarks."""
         import numpy as np
 
-        degree = np.diff(self.start) + np.bincount(self.other, minlength=self.n)
-        for low, high in self._chunks(degree):
+        for low, high in self._chunks(self.degree):
             out = slice(self.start[low], self.start[high])
-            forward_a = np.repeat(np.arange(low, high), np.diff(self.start[low : high + 1]))
-            forward_b = self.other[out].astype(np.int64)
-            forward_shared = self.shared_tags[out].astype(np.int64)
-            back = np.flatnonzero((self.other >= low) & (self.other < high))
-            back_a = np.searchsorted(self.start, back, side="right") - 1
-            back_b = self.other[back].astype(np.int64)
-            back_shared = self.shared_tags[back].astype(np.int64)
+            forward_a = np.repeat(
+                np.arange(low, high, dtype=np.int32), np.diff(self.start[low : high + 1])
+            )
+            forward_b = self.other[out]
+            forward_shared = self.shared_tags[out]
+            back = self.other >= low
+            back &= self.other < high
+            back = np.flatnonzero(back)
+            back_a = (np.searchsorted(self.start, back, side="right") - 1).astype(np.int32)
+            back_b = self.other[back]
+            back_shared = self.shared_tags[back]
             del back
             a = np.concatenate((forward_a, back_a))
             b = np.concatenate((forward_b, back_b))
@@ -462,9 +488,9 @@ class _Graph:
         counts = np.diff(self.start)
         for low, high in self._chunks(counts):
             out = slice(self.start[low], self.start[high])
-            a = np.repeat(np.arange(low, high), counts[low:high])
-            b = self.other[out].astype(np.int64)
-            weight, j, same_site, link = self._parts(a, b, self.shared_tags[out].astype(np.int64))
+            a = np.repeat(np.arange(low, high, dtype=np.int32), counts[low:high])
+            b = self.other[out]
+            weight, j, same_site, link = self._parts(a, b, self.shared_tags[out])
             kept = self._keeps(a, weight, b) | self._keeps(b, weight, a)
             a, b, weight, j, same_site, link = (
                 column[kept] for column in (a, b, weight, j, same_site, link)
