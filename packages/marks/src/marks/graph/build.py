@@ -38,7 +38,7 @@ if TYPE_CHECKING:
     import numpy as np
     import numpy.typing as npt
 
-    Ints = npt.NDArray[np.int64]
+    Ints = npt.NDArray[np.integer[Any]]  # bookmark numbers, counts: 16, 32 or 64 bits
     Floats = npt.NDArray[np.float64]
 
 WINDOW = 10  # candidates per bookmark per tag and per site, on each side
@@ -449,9 +449,10 @@ class _Graph:
             )
             forward_b = self.other[out]
             forward_shared = self.shared_tags[out]
-            back = self.other >= low
-            back &= self.other < high
-            back = np.flatnonzero(back)
+            in_chunk = self.other >= low
+            in_chunk &= self.other < high
+            back = np.flatnonzero(in_chunk)
+            del in_chunk
             back_a = (np.searchsorted(self.start, back, side="right") - 1).astype(np.int32)
             back_b = self.other[back]
             back_shared = self.shared_tags[back]
