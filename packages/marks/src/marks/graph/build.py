@@ -164,7 +164,8 @@ def _numbers(ids: "Ints", found: "Ints") -> "Ints":
 
 class _TagSets:
     """Each bookmark's counted tags (its tags and their ancestors, as numbered nodes) as sorted
-    runs of one array: bookmark i's are `nodes[start[i]:start[i + 1]]`, `count[i]` of them."""
+    keys bookmark * node_count + node: bookmark i's are `keys[start[i]:start[i + 1]]`, `count[i]`
+    of them."""
 
     def __init__(self, store: Store, ids: "Ints") -> None:
         import numpy as np
