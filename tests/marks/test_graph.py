@@ -174,6 +174,28 @@ def test_one_connection_builds_again(library):
     assert (first.nodes, second.nodes) == (5, 6) and second.edges > first.edges
 
 
+def test_a_build_that_fails_keeps_the_last_graph(library):
+    importing.import_records(
+        library, [Record(url=f"https://site{n}.example/", tags=["common"]) for n in range(5)]
+    )
+    build(library.store)
+    edges = "SELECT * FROM graph_edges ORDER BY source, target"
+    before = list(library.store.execute(edges))
+    built = library.store.value("SELECT built_at FROM graph_builds")
+    library.add("https://site9.example/", tags=["common"])
+
+    def failing_clock():  # the last thing a build asks, once the new edges are written
+        raise RuntimeError("no clock")
+
+    with pytest.raises(RuntimeError, match="no clock"):
+        build(library.store, now=failing_clock)
+    assert list(library.store.execute(edges)) == before
+    assert library.store.value("SELECT built_at FROM graph_builds") == built
+    index = "SELECT count(*) FROM sqlite_schema WHERE name = 'graph_edges_by_target'"
+    assert library.store.value(index) == 1
+    assert build(library.store).edges > len(before)  # and the next build runs
+
+
 def test_deleting_a_bookmark_removes_its_edges(marks, sample):
     assert marks("bookmark", "delete", str(sample["b"]), "--yes").code == 0
     assert sample["b"] not in neighbour_rows(marks, sample["a"])
