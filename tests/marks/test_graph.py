@@ -174,6 +174,28 @@ def test_one_connection_builds_again(library):
     assert (first.nodes, second.nodes) == (5, 6) and second.edges > first.edges
 
 
+def test_a_build_that_fails_keeps_the_last_graph(library):
+    importing.import_records(
+        library, [Record(url=f"https://site{n}.example/", tags=["common"]) for n in range(5)]
+    )
+    build(library.store)
+    edges = "SELECT * FROM graph_edges ORDER BY source, target"
+    before = list(library.store.execute(edges))
+    built = library.store.value("SELECT built_at FROM graph_builds")
+    library.add("https://site9.example/", tags=["common"])
+
+    def failing_clock():  # the last thing a build asks, once the new edges are written
+        raise RuntimeError("no clock")
+
+    with pytest.raises(RuntimeError, match="no clock"):
+        build(library.store, now=failing_clock)
+    assert list(library.store.execute(edges)) == before
+    assert library.store.value("SELECT built_at FROM graph_builds") == built
+    index = "SELECT count(*) FROM sqlite_schema WHERE name = 'graph_edges_by_target'"
+    assert library.store.value(index) == 1
+    assert build(library.store).edges > len(before)  # and the next build runs
+
+
 def test_deleting_a_bookmark_removes_its_edges(marks, sample):
     assert marks("bookmark", "delete", str(sample["b"]), "--yes").code == 0
     assert sample["b"] not in neighbour_rows(marks, sample["a"])
@@ -345,4 +367,119 @@ def test_kept_edges_follow_the_rule(tmp_path_factory, members):
     expected = kept_by_rule(scored_pairs(tag_sets))
     assert stored.keys() == expected.keys()
     assert all(stored[pair] == weight for pair, weight in expected.items())
+    store.close()
+
+
+def rules_edges(store: Store) -> list[tuple]:
+    """graph_edges as the README's rules make them, in plain Python from the library's tables:
+    counted tags (ancestors, provenance roots left out, any case), sites, the windows (each
+    tag's and each site's members in order of their tag set, then domain for a tag, then id;
+    each paired with the next WINDOW), links from cached pages, the weights, the keep rule."""
+    from marks import urls
+    from marks.graph import IGNORED_TAG_ROOTS, LINK_WEIGHT, SITE_WEIGHT, TAG_WEIGHT, links, sites
+
+    rows = list(store.execute("SELECT id, tags, domain, url_key FROM bookmarks"))
+    counted: dict[int, set[str]] = {row[0]: set() for row in rows}
+    for bm, name in store.execute(
+        "SELECT bt.bookmark_id, t.name FROM bookmark_tags bt JOIN tags t ON t.id = bt.tag_id"
+    ):
+        parts = name.casefold().split("/")
+        if parts[0] not in IGNORED_TAG_ROOTS:
+            counted[bm].update("/".join(parts[:depth]) for depth in range(1, len(parts) + 1))
+    site = {bm: sites.site(domain) if domain else None for bm, _, domain, _ in rows}
+    groups: dict[tuple[str, str], list[tuple]] = {}
+    for bm, tags, domain, _ in rows:
+        for node in counted[bm]:
+            groups.setdefault(("tag", node), []).append((tags, domain, bm))
+        if site[bm] is not None:
+            groups.setdefault(("site", site[bm]), []).append((tags, bm))
+    candidates = set()
+    for members in groups.values():
+        order = [member[-1] for member in sorted(members)]  # str order is SQLite's BINARY
+        for at, one in enumerate(order):
+            for other in order[at + 1 : at + 1 + WINDOW]:
+                candidates.add((min(one, other), max(one, other)))
+    by_key = {key: bm for bm, _, _, key in rows}
+    linked: dict[tuple[int, int], int] = {}
+    for source, url in links.cached_links(store):
+        try:
+            target = by_key.get(urls.key(url))
+        except ValueError:
+            continue
+        if target is not None and target != source:
+            pair = (min(source, target), max(source, target))
+            linked[pair] = linked.get(pair, 0) | (1 if source < target else 2)
+    candidates |= linked.keys()
+    scored = {}
+    for a, b in candidates:
+        shared = len(counted[a] & counted[b])
+        j = shared / len(counted[a] | counted[b]) if shared else 0.0
+        same = site[a] if site[a] is not None and site[a] == site[b] else None
+        link = linked.get((a, b), 0)
+        if shared or same is not None or link:
+            weight = TAG_WEIGHT * j + SITE_WEIGHT * (same is not None) + LINK_WEIGHT * (link > 0)
+            scored[(a, b)] = (weight, j, same, link)
+    ranked: dict[int, list[tuple[float, int]]] = {}
+    for (a, b), (weight, *_) in scored.items():
+        ranked.setdefault(a, []).append((-weight, b))
+        ranked.setdefault(b, []).append((-weight, a))
+    kept = set()
+    for one, edges in ranked.items():
+        kept.update((min(one, other), max(one, other)) for _, other in sorted(edges)[:NEIGHBOURS])
+    return sorted((a, b, *scored[(a, b)]) for a, b in kept)
+
+
+HOSTS = [
+    "docs.python.org",
+    "www.python.org",
+    "python.org",
+    "one.github.io",
+    "two.github.io",
+    "a.example.co.uk",
+    "b.example.co.uk",
+    "127.0.0.1",
+    "food.example.org",
+]
+# Up to four tags of these make a bookmark a member of up to seven groups (its tags, their
+# ancestors, its site), each ordered differently: more than NEIGHBOURS candidates, many at equal
+# weights, so the windows and the keep rule's tie-break decide.
+RULE_TAGS = ["dev/python", "Dev/Python", "dev/rust/async", "food", "b/x", "imported/x", "c/d", "e"]
+
+
+@settings(
+    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    st.lists(
+        st.tuples(st.sampled_from(HOSTS), st.lists(st.sampled_from(RULE_TAGS), max_size=4)),
+        min_size=2,
+        max_size=70,
+    ),
+    st.lists(st.tuples(st.integers(0, 69), st.integers(0, 69)), max_size=40),
+)
+def test_edges_are_the_rules_edges(tmp_path_factory, entries, linking):
+    """Windows, the keep rule's ties, case-folded and provenance tags, sites and links, against
+    a plain-Python reading of the rules: every stored column, floats compared exactly."""
+    from marks.content import Content, Fetched
+
+    store = Store(tmp_path_factory.mktemp("rules") / "g.db")
+    library = Library(store)
+    urls_ = [f"https://{host}/p{n}" for n, (host, _) in enumerate(entries)]
+    importing.import_records(
+        library, [Record(url=url, tags=tags) for url, (_, tags) in zip(urls_, entries, strict=True)]
+    )
+    ids = dict(store.execute("SELECT url, id FROM bookmarks"))
+    pages: dict[int, list[str]] = {}
+    for source, target in linking:
+        if source < len(urls_) and target < len(urls_):
+            pages.setdefault(source, []).append(urls_[target])
+    content = Content(library)
+    for source, targets in pages.items():
+        # A text page writing the other bookmarks' addresses (and one of no bookmark).
+        body = " ".join([*targets, "https://nowhere.test/"]).encode()
+        page = Fetched(200, urls_[source], "text/plain", "utf-8", body=body)
+        content.keep(ids[urls_[source]], urls_[source], page)
+    build(store)
+    stored = list(store.execute("SELECT * FROM graph_edges ORDER BY source, target"))
+    assert stored == rules_edges(store)
     store.close()

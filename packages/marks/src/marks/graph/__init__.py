@@ -3,8 +3,9 @@
 An edge's weight adds up three reasons: how alike their tags are (Jaccard over the tag sets, each
 hierarchical tag counting its ancestors: `dev/python` is also `dev`), sharing a registrable domain
 (from the Public Suffix List: `a.example.co.uk` and `b.example.co.uk`), and a link from one to the
-other in cached page content. `build` computes the edges in SQL with bounded work per bookmark and
-stores them; `query` reads them (neighbours, stats); `export` writes GEXF, GraphML and JSON.
+other in cached page content. `build` computes the edges with bounded work per bookmark (SQLite
+reads and sorts, numpy arrays score and rank) and stores them; `query` reads them (neighbours,
+stats); `export` writes GEXF, GraphML and JSON.
 """
 
 from collections.abc import Iterable
