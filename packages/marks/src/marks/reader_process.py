@@ -19,6 +19,8 @@ Only the CLI importing a named file uses this (`transfer.import_file(..., separa
 server has threads, which `fork` does not copy.
 """
 
+import contextlib
+import fcntl
 import os
 import signal
 import struct
@@ -31,6 +33,7 @@ from marks.exceptions import MarksError
 from marks.formats import FormatError
 
 BATCH = 2000  # items per message
+PIPE_BYTES = 1 << 20  # Linux's pipe-max-size by default: several messages (about 200 KB each)
 _SIZE = struct.Struct("<I")  # each message: its length, then its msgpack
 
 
@@ -81,6 +84,7 @@ class ReaderProcess(Generic[Item]):
 
     def __iter__(self) -> Iterator[Item]:
         read_end, write_end = os.pipe()
+        _widen(write_end)
         pid = os.fork()
         if pid == 0:  # the child: never returns
             os.close(read_end)
@@ -165,3 +169,14 @@ def _child(
 def _send(pipe: IO[bytes], data: bytes) -> None:
     pipe.write(_SIZE.pack(len(data)))
     pipe.write(data)
+    # Each message goes into the pipe at once: held in a buffer of the child's, it would reach
+    # the parent only with the next megabyte, and the two processes would take turns.
+    pipe.flush()
+
+
+def _widen(fd: int) -> None:
+    """Give the pipe room for several messages (Linux: 64 KiB by default, less than one), so
+    the child parses the next batches while the parent writes this one, instead of waiting for
+    it to read. Where the kernel refuses (another system, a per-user limit), the default stays."""
+    with contextlib.suppress(AttributeError, OSError):
+        fcntl.fcntl(fd, fcntl.F_SETPIPE_SZ, PIPE_BYTES)
