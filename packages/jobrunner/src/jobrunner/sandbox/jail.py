@@ -25,9 +25,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import ParamSpec, TypeVar
 
-from jobrunner.sandbox import ids, privilege, procfs, workdir
+from jobrunner.sandbox import awaiting, ids, privilege, procfs, workdir
 from jobrunner.sandbox.cgroups import Cgroups, CgroupsUnavailable, JobCgroup
 from jobrunner.sandbox.cpushare import CpuShare
 from jobrunner.sandbox.ids import JobIds
@@ -44,8 +43,6 @@ BASE_ENV = {
     "PYTHONUNBUFFERED": "1",  # so the live log shows output as it is produced
     "PYTHONDONTWRITEBYTECODE": "1",
 }
-P = ParamSpec("P")
-T = TypeVar("T")
 _SIGNAL = re.compile(r"terminated with signal: \w+ \((\d+)\)")
 _EXITED = re.compile(r"exited with status: (\d+)")
 # After a cancel, how long nsjail gets to kill and reap the jail (so that its CPU time is counted)
@@ -269,7 +266,7 @@ class Sandbox:
         try:
             setting_up = time.monotonic()
             try:
-                job_cgroup, jail = await _in_thread_to_the_end(
+                job_cgroup, jail = await awaiting.in_thread_to_the_end(
                     self._prepare, spec, work, uid, opened
                 )
             except workdir.InputsDoNotFit:
@@ -295,7 +292,7 @@ class Sandbox:
                 return result
 
             def hand_over(result: RunResult) -> None:  # in the thread, before the teardown
-                loop.call_soon_threadsafe(_settle, known, result)
+                loop.call_soon_threadsafe(awaiting.settle, known, result)
 
             # What the job did, its outputs, then the teardown: one trip to a thread, not five
             # (aiofiles' open, read and close, the outputs, the teardown; with the teardown's own
@@ -303,7 +300,7 @@ class Sandbox:
             # 2-core host). The result is handed over from the thread before the teardown, so
             # the job is published while its jail is taken down, not after (the teardown took
             # 0.4 ms of every job's latency). Handed to the executor at once, as in
-            # `_in_thread_to_the_end`: a task around it would first wait a turn of the loop.
+            # `awaiting.in_thread_to_the_end`: a task around it would first wait a turn of the loop.
             concluding = loop.run_in_executor(
                 None,
                 functools.partial(self._conclude, spec, work, job_cgroup, ended, stop, hand_over),
@@ -315,7 +312,7 @@ class Sandbox:
             finally:
                 # To its end, whatever happened here (a cancel, `on_result` failing): what the
                 # thread mounted and created is gone only then.
-                cancelled = await _to_the_end(concluding)
+                cancelled = await awaiting.to_the_end(concluding)
                 cleaning = concluding.exception() is not None
             result = concluding.result()  # the teardown's failure, if any, is raised here
             if cancelled:
@@ -329,7 +326,7 @@ class Sandbox:
             # unless it failed.)
             try:
                 if cleaning:
-                    await _in_thread_to_the_end(self._cleanup, spec.job_id, work)
+                    await awaiting.in_thread_to_the_end(self._cleanup, spec.job_id, work)
             finally:
                 self.job_ids.give_back(uid)
 
@@ -420,9 +417,9 @@ class Sandbox:
             )
         finally:
             os.close(write_fd)
-        reader = asyncio.create_task(_pump(read_fd, on_output))
+        reader = asyncio.create_task(awaiting.pump(read_fd, on_output))
         sampler = asyncio.create_task(self.cpu_share.watch(spec.job_id, job_cgroup, on_cpu))
-        waiter = asyncio.create_task(_reaped(process.pid))
+        waiter = asyncio.create_task(awaiting.reaped(process.pid))
         stopping = asyncio.create_task(stop.wait())
         backstop = False
         try:
@@ -450,33 +447,6 @@ class Sandbox:
         return status, usage, wall, backstop
 
 
-async def _reaped(pid: int) -> tuple[int, resource.struct_rusage]:
-    """Wait for our child `pid` to end, reap it: its wait status and resource usage. The event
-    loop watches a pidfd of it, which wakes it the moment the child ends, instead of a thread
-    blocked in wait4 handing the result over (as it still does before Linux 5.3, which has no
-    pidfds): one trip less between a thread and the loop for every job."""
-    try:
-        pidfd = os.pidfd_open(pid)
-    except OSError:
-        _pid, status, usage = await asyncio.to_thread(os.wait4, pid, 0)
-        return status, usage
-    loop = asyncio.get_running_loop()
-    ended: asyncio.Future[None] = loop.create_future()
-
-    def readable() -> None:  # (until it is no longer watched: once is enough)
-        if not ended.done():
-            ended.set_result(None)
-
-    loop.add_reader(pidfd, readable)
-    try:
-        await ended
-    finally:
-        loop.remove_reader(pidfd)
-        os.close(pidfd)
-    _pid, status, usage = os.wait4(pid, 0)  # it has ended: this returns at once
-    return status, usage
-
-
 def _not_traversable(directory: Path) -> Path | None:
     """The first of `directory` and its parents that other users may not search, if any."""
     for path in (directory, *directory.parents):
@@ -500,43 +470,6 @@ def _rootless_line(
         f"every limit enforced; without root: the job uids are shared with this user's other "
         f"user namespaces and the jail tree is {layout.root} (jail_uid_base unused)"
     )
-
-
-def _settle(future: "asyncio.Future[T]", value: T) -> None:
-    if not future.done():  # (not if the waiting task was cancelled and gave it up)
-        future.set_result(value)
-
-
-async def _to_the_end(task: "asyncio.Future[T]") -> bool:
-    """Wait until `task` is done, even if this task is cancelled meanwhile: whether it was."""
-    cancelled = False
-    while not task.done():
-        try:
-            await asyncio.wait([task])
-        except asyncio.CancelledError:
-            cancelled = True
-    return cancelled
-
-
-async def _in_thread_to_the_end(function: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
-    """`function` in a thread, awaited to its end even if this task is cancelled meanwhile (the
-    cancellation is raised after it): a thread cannot be stopped, and what it makes (a mount,
-    cgroups) must exist before the cleanup that follows can undo it."""
-    # Handed to the executor at once (`to_thread` would first need a task and a turn of the loop).
-    future = asyncio.get_running_loop().run_in_executor(
-        None, functools.partial(function, *args, **kwargs)
-    )
-    cancelled = False
-    while not future.done():
-        try:
-            await asyncio.wait([future])
-        except asyncio.CancelledError:
-            cancelled = True
-    if cancelled:
-        if not future.cancelled():
-            future.exception()  # its failure does not matter now: the cleanup follows anyway
-        raise asyncio.CancelledError
-    return future.result()
 
 
 def sealed_copy(path: Path) -> int:
@@ -584,19 +517,6 @@ def copy_outputs(spec: RunSpec, work: Path, result: RunResult) -> None:
         )
     if reasons and result.failure is None:
         result.failure, result.note = "output_limit", "; ".join(reasons)
-
-
-async def _pump(fd: int, on_output: Callable[[bytes], None]) -> None:
-    loop = asyncio.get_running_loop()
-    reader = asyncio.StreamReader(limit=1 << 20)
-    transport, _ = await loop.connect_read_pipe(
-        lambda: asyncio.StreamReaderProtocol(reader), os.fdopen(fd, "rb", buffering=0)
-    )
-    try:
-        while chunk := await reader.read(64 * 1024):
-            on_output(chunk)
-    finally:
-        transport.close()
 
 
 def _classify(
