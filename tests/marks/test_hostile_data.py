@@ -117,7 +117,7 @@ def test_a_websocket_from_the_server_itself_passes_the_guard(served):
 
 
 def test_overlong_fields_are_capped_counted_and_listed(marks, tmp_path):
-    from marks.importing import MAX_DESCRIPTION, MAX_TAG, MAX_TITLE, MAX_URL
+    from marks.importchecks import MAX_DESCRIPTION, MAX_TAG, MAX_TITLE, MAX_URL
 
     entries = [
         {"url": "https://title.example/", "title": "t" * 5_000_000},

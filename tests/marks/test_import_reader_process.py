@@ -15,7 +15,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from marks.formats import FormatError
-from marks.importing import BATCH, MAX_DESCRIPTION
+from marks.importchecks import MAX_DESCRIPTION
+from marks.importing import BATCH
 from marks.library import Library
 from marks.store import Store
 from marks.transfer import import_file

@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import BinaryIO, TextIO, cast
 
-from marks import importing
+from marks import importchecks, importing
 from marks.formats import FormatError, Record, charset, csvfile, jsonfile, markdown, netscape, text
 from marks.library import Library
 from marks.reader_process import ReaderProcess
@@ -126,20 +126,20 @@ def import_file(
     warnings: list[str] = []
     reader = None
     try:
-        found: Iterable[importing.Entry]
+        found: Iterable[importchecks.Entry]
         if separate and path != "-":
             # The checks run there too (they read no database): this process only writes.
             reader = ReaderProcess(
-                lambda found_warnings: importing.Checker().entries(
+                lambda found_warnings: importchecks.Checker().entries(
                     records(raw, fmt, encoding=encoding, base_url=base_url, warnings=found_warnings)
                 ),
                 lambda: _position(raw),
                 path,
-                importing.Entry,
+                importchecks.Entry,
             )
             found = reader
         else:
-            found = importing.Checker().entries(
+            found = importchecks.Checker().entries(
                 records(raw, fmt, encoding=encoding, base_url=base_url, warnings=warnings)
             )
         report = importing.import_entries(
