@@ -64,13 +64,7 @@ async def in_thread_to_the_end(function: Callable[P, T], *args: P.args, **kwargs
     future = asyncio.get_running_loop().run_in_executor(
         None, functools.partial(function, *args, **kwargs)
     )
-    cancelled = False
-    while not future.done():
-        try:
-            await asyncio.wait([future])
-        except asyncio.CancelledError:
-            cancelled = True
-    if cancelled:
+    if await to_the_end(future):
         if not future.cancelled():
             future.exception()  # its failure does not matter now: the cleanup follows anyway
         raise asyncio.CancelledError
