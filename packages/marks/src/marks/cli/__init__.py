@@ -16,7 +16,9 @@ import click
 try:  # Click 8.2's parser, which `_Parser` below extends
     from click.parser import _normalize_opt, _OptionParser, _ParsingState
 except ImportError:  # a Click laid out otherwise: its own parser, as it is
-    _OptionParser = None  # type: ignore[assignment,misc]
+    _SHORT_OPTIONS_AT_ONCE = False
+else:
+    _SHORT_OPTIONS_AT_ONCE = True
 
 from marks import __version__
 
@@ -232,23 +234,25 @@ def _show_version(ctx: click.Context, param: click.Parameter, value: bool) -> No
         ctx.exit()
 
 
-class _Parser(_OptionParser or object):  # type: ignore[misc]
-    """Click's parser, but an argument that can only be short options goes to them at once.
+if _SHORT_OPTIONS_AT_ONCE:  # (defined only where Click's parser is the one it extends)
 
-    Click tries every argument that starts with `-` as a long option first (`-foo` may be one),
-    and a miss makes a `NoSuchOption`, whose message is looked up in `gettext` (importing
-    `locale`) and whose "did you mean" imports `difflib`: about 8 million instructions of every
-    `shell -c ...`. The exception is then dropped and the argument read as short options. Here
-    the same test is made first (the name before any `=` is not a long option, and the argument
-    does not start with a two-character prefix such as `--`), and the same short-option reading
-    follows; every other argument takes Click's own way."""
+    class _Parser(_OptionParser):
+        """Click's parser, but an argument that can only be short options goes to them at once.
 
-    def _process_opts(self, arg: str, state: _ParsingState) -> None:
-        name = _normalize_opt(arg.partition("=")[0], self.ctx)
-        if name not in self._long_opt and arg[:2] not in self._opt_prefixes:
-            self._match_short_opt(arg, state)
-        else:
-            super()._process_opts(arg, state)
+        Click tries every argument that starts with `-` as a long option first (`-foo` may be one),
+        and a miss makes a `NoSuchOption`, whose message is looked up in `gettext` (importing
+        `locale`) and whose "did you mean" imports `difflib`: about 8 million instructions of every
+        `shell -c ...`. The exception is then dropped and the argument read as short options. Here
+        the same test is made first (the name before any `=` is not a long option, and the argument
+        does not start with a two-character prefix such as `--`), and the same short-option reading
+        follows; every other argument takes Click's own way."""
+
+        def _process_opts(self, arg: str, state: _ParsingState) -> None:
+            name = _normalize_opt(arg.partition("=")[0], self.ctx)
+            if name not in self._long_opt and arg[:2] not in self._opt_prefixes:
+                self._match_short_opt(arg, state)
+            else:
+                super()._process_opts(arg, state)
 
 
 class Command(click.Command):
@@ -256,8 +260,8 @@ class Command(click.Command):
     parser spares short options a long-option attempt, and which calls `run`'s `starting` before
     it runs."""
 
-    def make_parser(self, ctx: click.Context) -> _OptionParser:
-        if _OptionParser is None:
+    def make_parser(self, ctx: click.Context) -> "_OptionParser":
+        if not _SHORT_OPTIONS_AT_ONCE:
             return super().make_parser(ctx)
         parser = _Parser(ctx)  # Click's `make_parser` with the parser above
         for param in self.get_params(ctx):
