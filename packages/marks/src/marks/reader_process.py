@@ -24,6 +24,7 @@ import fcntl
 import os
 import signal
 import struct
+import types
 from collections.abc import Callable, Iterator
 from typing import IO, Generic, TypeVar
 
@@ -92,7 +93,9 @@ class ReaderProcess(Generic[Item]):
         os.close(write_end)
         running = True
         try:
-            decode = msgspec.msgpack.Decoder(_Batch[self.kind] | _Done | _Failed).decode  # type: ignore[name-defined]
+            # `_Batch[self.kind]`, spelt so that a type checker takes a subscript made at run time.
+            batch = types.GenericAlias(_Batch, (self.kind,))
+            decode = msgspec.msgpack.Decoder(batch | _Done | _Failed).decode
             with open(read_end, "rb", buffering=1 << 20) as pipe:
                 while True:
                     head = pipe.read(_SIZE.size)
