@@ -31,11 +31,15 @@ Sample = tuple[float, float, int, int]  # user s, system s, fork failures, memor
 
 class ScriptedCgroup:
     """Reads out one sample per policy sample; the job ends (its cgroup goes away) after the last
-    one. With a clock, each sample is 0.1 s after the one before."""
+    one. With a clock, each sample is 0.1 s after the one before. The job faults in what its memory
+    gains (a filler's faults), unless `churned` says how many bytes it faults in each sample."""
 
-    def __init__(self, samples: list[Sample], clock: Clock | None = None) -> None:
-        self.clock, self.samples = clock, list(samples)
+    def __init__(
+        self, samples: list[Sample], clock: Clock | None = None, churned: int | None = None
+    ) -> None:
+        self.clock, self.samples, self.churned = clock, list(samples), churned
         self.current: tuple[float, float, int, int] | None = None
+        self.bytes_faulted = 0
         self.caps: list[float | None] = []
         self.weights: list[int] = []
         self.capped_at = self.uncapped_after = 0.0
@@ -45,7 +49,10 @@ class ScriptedCgroup:
             raise OSError("the job has ended")
         if self.clock:
             self.clock.now += 0.1
+        before = self.current[3] if self.current else 0
         self.current = self.samples.pop(0)
+        gained = max(0, self.current[3] - before)
+        self.bytes_faulted += gained if self.churned is None else self.churned
         return self.current[0], self.current[1]
 
     def fork_failures(self) -> int:
@@ -55,6 +62,9 @@ class ScriptedCgroup:
     def memory_used(self) -> int:
         assert self.current is not None
         return self.current[3]
+
+    def faulted(self) -> int:
+        return self.bytes_faulted
 
     def set_cpu_cap(self, cores: float | None) -> None:
         self.caps.append(cores)
@@ -68,11 +78,11 @@ class ScriptedCgroup:
         self.weights.append(weight)
 
 
-def watch(samples: list[Sample]) -> ScriptedCgroup:
+def watch(samples: list[Sample], churned: int | None = None) -> ScriptedCgroup:
     """Run the policy over `samples` of one job while a plain job runs beside it throughout."""
     clock = Clock()
     share = CpuShare(clock)
-    cgroup = ScriptedCgroup(samples, clock)
+    cgroup = ScriptedCgroup(samples, clock, churned)
     other = ScriptedCgroup([(0.01 * n, 0.0, 0, MiB) for n in range(1, 3 * len(samples))])
 
     async def main() -> None:
@@ -123,10 +133,22 @@ def test_a_demoted_job_busy_in_the_kernel_with_steady_memory_is_capped():
 def test_a_demoted_job_churning_its_memory_in_the_kernel_is_capped():
     # 64 processes that map, write and unmap 2 MiB over and over: memory up and down by tens of
     # MiB every sample, never filling past its high or freeing below its low after the start.
+    # Even were its faults its gains, highs and lows alone would judge it.
     memory = [40, 130, 45, 125, 50, 120, 47, 128, 48, 122, 46, 126]
     cgroup = watch([(0.05 * (n + 1), 0.3 * (n + 1), 0, m * MiB) for n, m in enumerate(memory)])
     assert cgroup.weights == [cpushare.DEMOTED_WEIGHT]
     assert cgroup.caps == [0.1], "churning memory let it off the cap"
+
+
+def test_a_churner_whose_memory_wanders_to_new_highs_and_lows_stays_capped():
+    # Its 64 processes' memory wanders as they start and as the cap freezes them at random points
+    # of their cycles: a new high now and then, and new lows after it. Each sample it faults in
+    # 200 MiB (10 ms of page faults), far more than its memory moves.
+    memory = [20, 40, 60, 70, 78, 83, 77, 75, 91, 84, 79, 73, 92, 81, 70, 66, 95, 60, 58, 55]
+    samples = [(0.01 * (n + 1), 0.3 * (n + 1), 0, m * MiB) for n, m in enumerate(memory)]
+    cgroup = watch(samples, churned=200 * MiB)
+    assert cgroup.weights == [cpushare.DEMOTED_WEIGHT]
+    assert cgroup.caps == [0.1], "a new high or low let the churner off"
 
 
 def test_a_job_filling_past_its_high_again_after_freeing_is_not_capped():
@@ -169,7 +191,8 @@ def test_a_steady_filler_at_any_pace_is_judged_filling_throughout(pace, base, sp
     memory, cpu = cpushare._Memory(), 0.0
     for seconds in spent:
         cpu += seconds
-        assert memory.moving(base + int(pace * cpu), cpu)
+        used = base + int(pace * cpu)
+        assert memory.moving(used, cpu, used)  # it faults in what it keeps
 
 
 @given(
@@ -178,11 +201,33 @@ def test_a_steady_filler_at_any_pace_is_judged_filling_throughout(pace, base, sp
     samples=st.lists(st.tuples(st.floats(0.0, 1.0), CPU_PER_SAMPLE), max_size=100),
 )
 def test_a_churner_that_has_been_at_its_high_and_low_is_never_judged_moving(low, swing, samples):
+    # Even if it faults only what its memory gains (a slow churner): highs and lows judge it.
     high, memory = low + swing, cpushare._Memory()
-    memory.moving(high, 1.0)  # filled up to its high
-    memory.moving(low, 2.0)  # freed down to its low
-    assert not memory.moving(low, 3.0)  # and a window of neither
-    cpu = 3.0
+    memory.moving(high, 1.0, high)  # filled up to its high
+    memory.moving(low, 2.0, high)  # freed down to its low
+    assert not memory.moving(low, 3.0, high)  # and a window of neither
+    cpu, used, faulted = 3.0, low, high
     for where, seconds in samples:
         cpu += seconds
-        assert not memory.moving(low + int(where * swing), cpu)
+        now = low + int(where * swing)
+        used, faulted = now, faulted + max(0, now - used)
+        assert not memory.moving(used, cpu, faulted)
+
+
+@given(
+    start=st.integers(0, 256 * MiB),
+    samples=st.lists(
+        st.tuples(st.integers(-64 * MiB, 64 * MiB), st.integers(0, 256 * MiB), CPU_PER_SAMPLE),
+        max_size=100,
+    ),
+)
+def test_a_churner_that_faults_twice_what_its_memory_moves_is_never_judged_moving(start, samples):
+    # Whatever highs and lows its memory reaches: in each sample it faults in more than twice the
+    # bytes by which its memory moves (a fast churner), so over any window too.
+    memory, used, cpu = cpushare._Memory(), start, 0.0
+    faulted = 2 * start + 1  # its start: a new high, reached with churning
+    assert not memory.moving(used, cpu, faulted)
+    for move, extra, seconds in samples:
+        used, cpu = max(0, used + move), cpu + seconds
+        faulted += 2 * abs(move) + 1 + extra
+        assert not memory.moving(used, cpu, faulted)

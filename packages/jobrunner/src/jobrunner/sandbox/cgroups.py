@@ -33,6 +33,7 @@ CAP_PERIOD_US = 100_000  # the CFS bandwidth period of a capped job
 PIDS_MAX = 256  # processes of one jail: fork bombs stop here
 JAIL_LEAF = "jail"  # v1: the job's CPU child that holds nsjail and the jail, with the quota
 _CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+_PAGE_BYTES = os.sysconf("SC_PAGE_SIZE")
 
 
 def _mounts() -> list[tuple[str, str, set[str]]]:
@@ -179,6 +180,17 @@ class JobCgroup:
         """Bytes charged to the job now (its processes' memory and its tmpfs files)."""
         name = "memory.usage_in_bytes" if self.version == 1 else "memory.current"
         return _read_int(self.memory_dir / name) or 0
+
+    def faulted(self) -> int:
+        """Bytes the job's processes have faulted in so far: page faults (a transparent huge
+        page's fault counts once) times the page size. v1's `total_` counts cover the jail's
+        child cgroup too; v2's counts are always recursive."""
+        key = "total_pgfault" if self.version == 1 else "pgfault"
+        for line in _read(self.memory_dir / "memory.stat").splitlines():
+            name, _, value = line.partition(" ")
+            if name == key:
+                return int(value) * _PAGE_BYTES
+        return 0
 
     def oom_killed(self) -> bool:
         if self.version == 2:

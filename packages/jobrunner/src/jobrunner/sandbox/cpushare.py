@@ -26,15 +26,24 @@ is a syscall storm, which a "grew or shrank by 1 MiB in the sample" rule capped 
 the samples (the jobs beside it: run time p90 96 ms instead of 46 ms). So the job fills when its
 memory rises `CHURN_BYTES` above the highest it had before, and frees when it falls that much below
 the lowest it had since it last filled: both are bounded by the memory limit, once per high; a
-churning job does neither once it has been at its high and its low (now and then a new high or low
-lets it off for a while). Each judgment stands until the next, and the next comes at the next MiB
-or after `FILL_CPU_SECONDS` of the job's own CPU time, not after a sample: a pace in bytes per
-CPU-second of the job's own, which the cap, the load on the machine and the length of a sample do
-not change. Per sample, a capped job (10 ms of CPU in it) had to fill at 100 MiB per CPU-second to
-be let off, and a filler whose page faults are slow (cgroup v2 in a qemu VM under TCG emulation,
-host loaded: 7.8 MiB per CPU-second, 580 on the host) stayed capped once capped. The price of the
-exemption stays a MiB of the job's own memory limit per judgment, which lasts at most
-`FILL_CPU_SECONDS` of its CPU time (and the sample after it, before the cap is back).
+churning job does neither once it has been at its high and its low. Both must also keep what the
+job faulted: the memory moved by at least `KEPT_SHARE` of the bytes it faulted in since the last
+judgment. A filler keeps all it faults and a freer faults next to nothing; a fast churner faults
+many times what its memory moves, whatever the machine's pace, so the new highs and lows it still
+reaches now and then (the memory of 64 processes wanders) do not let it off: by highs and lows
+alone, a new high let it off for every MiB it then fell back, and a slower machine, where it
+reached its range later, capped it in 26 % of the samples. A slow churner (a big block mapped in
+one sample and unmapped in a later one) keeps what it faults within each sample; highs and lows
+catch it. Each judgment stands until the next, and the next comes at the next MiB or after
+`FILL_CPU_SECONDS` of the job's own CPU time, not after a sample: a pace in bytes per CPU-second of
+the job's own, which the cap, the load on the machine and the length of a sample do not change.
+Per sample, a capped job (10 ms of CPU in it) had to fill at 100 MiB per CPU-second to be let off,
+and a filler whose page faults are slow (cgroup v2 in a qemu VM under TCG emulation, host loaded:
+7.8 MiB per CPU-second, 580 on the host) stayed capped once capped. The price of the exemption
+stays a MiB of the job's own memory limit per judgment, which lasts at most `FILL_CPU_SECONDS` of
+its CPU time (and the sample after it, before the cap is back). A transparent huge page is one
+fault for 2 MiB, so a churner of huge pages passes the faults' test and only highs and lows judge
+it; its kernel time is then mostly the zeroing of whole pages, not a storm of faults.
 """
 
 import asyncio
@@ -52,6 +61,7 @@ HEAVY_SYSTEM_SHARE = 0.5  # system time over all CPU time, judged on at least...
 JUDGE_CPU_SECONDS = 0.03  # ...this much CPU time (several samples of a capped job)
 CHURN_BYTES = 2**20  # filled or freed within...
 FILL_CPU_SECONDS = 0.25  # ...this much CPU time: its kernel time is its own (page faults)
+KEPT_SHARE = 0.5  # of the bytes faulted in that time, the memory moved by at least this much
 HEAVY_CAP = 0.1  # cores
 CAP_LINGER_SECONDS = 1.0
 SAMPLE_SECONDS = 0.1
@@ -66,26 +76,33 @@ class _Memory:
     own CPU time at least, as opposed to going up and down. A window of CPU time fills when the
     memory rises `CHURN_BYTES` above the highest it had before the window, frees when it falls that
     much below the lowest it had since it last filled, and ends there, or as neither after
-    `FILL_CPU_SECONDS`; its judgment stands until the next one ends."""
+    `FILL_CPU_SECONDS`; either counts only if the memory moved by `KEPT_SHARE` of the bytes the job
+    faulted in the window. Its judgment stands until the next window's."""
 
     high: int = 0  # the most memory it had in any sample
     low: int = 0  # the least it had since it last filled
     cpu: float = 0.0  # CPU-seconds used when the window began
     high_before: int = 0  # `high` and `low` when the window began
     low_before: int = 0
+    used_before: int = 0  # the memory used and the bytes faulted when the window began
+    faulted_before: int = 0
     judgment: bool = False  # whether the last window filled or freed
 
-    def moving(self, used: int, cpu: float) -> bool:
-        """Record a sample (memory used, CPU-seconds used so far); the last judgment."""
+    def moving(self, used: int, cpu: float, faulted: int) -> bool:
+        """Record a sample (memory used, CPU-seconds used so far, bytes faulted so far); the last
+        judgment."""
         self.high, self.low = max(self.high, used), min(self.low, used)
         self.cpu = min(self.cpu, cpu)  # v1 sums the live processes (see _Split)
+        self.faulted_before = min(self.faulted_before, faulted)  # the same, for the jail's cgroup
         filled = used >= self.high_before + CHURN_BYTES
         freed = used <= self.low_before - CHURN_BYTES
         if filled or freed or cpu - self.cpu >= FILL_CPU_SECONDS:
-            self.judgment = filled or freed
-            if filled:
+            kept = abs(used - self.used_before) >= KEPT_SHARE * (faulted - self.faulted_before)
+            self.judgment = (filled or freed) and kept
+            if filled and kept:
                 self.low = used
             self.cpu, self.high_before, self.low_before = cpu, self.high, self.low
+            self.used_before, self.faulted_before = used, faulted
         return self.judgment
 
 
@@ -147,14 +164,14 @@ class CpuShare:
             del self._running[job_id]
 
     async def _watch(self, job: _Running, on_cpu: Callable[[float], None]) -> None:
-        before = (0.0, 0.0, 0, 0)  # user and system seconds, fork failures, memory used
+        failures_before = 0
         for n in itertools.count():
             await asyncio.sleep(FIRST_SAMPLES[n] if n < len(FIRST_SAMPLES) else SAMPLE_SECONDS)
             try:
                 now = await asyncio.to_thread(_sample, job.cgroup)
             except OSError:
                 return  # the job is ending right now: its cgroups are going away
-            user, system, failures, memory = now
+            user, system, failures, memory, faulted = now
             on_cpu(user + system)
             if len(self._running) > 1:
                 self._shared_at = self.clock()
@@ -162,9 +179,9 @@ class CpuShare:
                 job.demoted = True
                 with contextlib.suppress(OSError):  # the same; or a write the kernel refused
                     await asyncio.to_thread(job.cgroup.set_cpu_weight, DEMOTED_WEIGHT)
-            filling_or_freeing = job.memory.moving(memory, user + system)
+            filling_or_freeing = job.memory.moving(memory, user + system, faulted)
             busy_in_kernel = job.split.busy_in_kernel(user, system) and not filling_or_freeing
-            if failures > before[2]:
+            if failures > failures_before:
                 job.forked_at = self.clock()
             forking = (
                 job.forked_at is not None and self.clock() - job.forked_at < CAP_LINGER_SECONDS
@@ -176,12 +193,12 @@ class CpuShare:
                 cap = HEAVY_CAP if job.capped else None
                 with contextlib.suppress(OSError):
                     await asyncio.to_thread(job.cgroup.set_cpu_cap, cap)
-            before = now
+            failures_before = failures
 
 
-def _sample(cgroup: JobCgroup) -> tuple[float, float, int, int]:
+def _sample(cgroup: JobCgroup) -> tuple[float, float, int, int, int]:
     user, system = cgroup.cpu_times()
-    return user, system, cgroup.fork_failures(), cgroup.memory_used()
+    return user, system, cgroup.fork_failures(), cgroup.memory_used(), cgroup.faulted()
 
 
 def _set_caps(cgroups: list[JobCgroup], cores: float) -> None:
