@@ -3,6 +3,7 @@ front end killed, the store stopped and started again, a rolling restart under l
 
 import asyncio
 import signal
+import subprocess
 import threading
 import time
 
@@ -166,7 +167,10 @@ def test_a_rolling_restart_under_load_loses_no_result(start_node, state_dir):
     for n in range(3):
         old = nodes[n]
         old.terminate()
-        old.wait(180)
+        try:
+            old.wait(180)
+        except subprocess.TimeoutExpired:
+            pytest.fail(f"node {n} did not stop within 180 s of SIGTERM:\n{old.output[-6000:]}")
         nodes[n] = start_node(*args, concurrency=1, state=states[n])
     stop.set()
     worker.join(300)
