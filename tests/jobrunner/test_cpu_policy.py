@@ -4,6 +4,8 @@ its memory as it dies, a filler on a slow machine), and the memory rule on its o
 sequence of samples. What the policy does to real jobs is in test_cpu_share.py."""
 
 import asyncio
+import math
+import time
 
 import pytest
 from hypothesis import given
@@ -99,6 +101,47 @@ def watch(samples: list[Sample], churned: int | None = None) -> ScriptedCgroup:
 def samples_at_once(monkeypatch):
     monkeypatch.setattr(cpushare, "FIRST_SAMPLES", ())
     monkeypatch.setattr(cpushare, "SAMPLE_SECONDS", 0)
+    # The scripted cgroups' times cost nothing to read, but a test on a loaded machine must not
+    # depend on that: every sample reads them (one test below costs them).
+    monkeypatch.setattr(cpushare, "READING_SHARE", math.inf)
+
+
+class ManyProcesses:
+    """A steady job of many processes on cgroup v1: reading its CPU times costs 2 ms of CPU (the
+    server reads each process's stat file); 50 samples, 0.1 s apart, then it ends."""
+
+    def __init__(self, clock: Clock) -> None:
+        self.clock, self.samples, self.readings = clock, 0, 0
+
+    def cpu_times(self) -> tuple[float, float]:
+        self.readings += 1
+        spent = time.thread_time() + 0.002
+        while time.thread_time() < spent:
+            pass
+        return 0.01 * self.samples, 0.0
+
+    def fork_failures(self) -> int:  # read every sample, whether the times are read or not
+        if self.samples == 50:
+            raise OSError("the job has ended")
+        self.samples += 1
+        self.clock.now += 0.1
+        return 0
+
+    def memory_used(self) -> int:
+        return 20 * MiB
+
+    def faulted(self) -> int:
+        return 20 * MiB
+
+
+def test_costly_cpu_times_are_read_at_most_a_hundredth_of_the_time(monkeypatch):
+    monkeypatch.setattr(cpushare, "READING_SHARE", 0.01)
+    clock = Clock()
+    job, reported = ManyProcesses(clock), []
+    asyncio.run(CpuShare(clock).watch("job", job, reported.append))
+    # 2 ms of reading at most once per 0.2 s of the job's 5 s; the first at once.
+    assert 10 <= job.readings <= 26, job.readings
+    assert reported == sorted(reported) and reported[0] == 0.0 and reported[-1] > 0.3
 
 
 def test_a_capped_fork_bomb_stays_capped_through_a_quiet_sample():
