@@ -79,6 +79,16 @@ def _read(path: Path) -> str:
     return b"".join(chunks).decode()
 
 
+def _counts(path: Path) -> dict[str, int]:
+    """A control file of `key value` lines (`memory.stat`, `cpu.stat`, the `.events` files)."""
+    counts = {}
+    for line in _read(path).splitlines():
+        key, _, value = line.partition(" ")
+        with contextlib.suppress(ValueError):  # a kernel's new key of another kind
+            counts[key] = int(value)
+    return counts
+
+
 def _read_int(path: Path) -> int | None:
     try:
         return int(_read(path).split()[0])
@@ -186,27 +196,17 @@ class JobCgroup:
         page's fault counts once) times the page size. v1's `total_` counts cover the jail's
         child cgroup too; v2's counts are always recursive."""
         key = "total_pgfault" if self.version == 1 else "pgfault"
-        for line in _read(self.memory_dir / "memory.stat").splitlines():
-            name, _, value = line.partition(" ")
-            if name == key:
-                return int(value) * _PAGE_BYTES
-        return 0
+        return _counts(self.memory_dir / "memory.stat").get(key, 0) * _PAGE_BYTES
 
     def oom_killed(self) -> bool:
         if self.version == 2:
-            for line in (self.memory_dir / "memory.events").read_text().splitlines():
-                key, _, value = line.partition(" ")
-                if key == "oom_kill":
-                    return int(value) > 0
+            return _counts(self.memory_dir / "memory.events").get("oom_kill", 0) > 0
         return False
 
     def cpu_times(self) -> tuple[float, float]:
         """(user, system) CPU-seconds used so far by the processes in the job."""
         if self.version == 2:
-            stat = {}
-            for line in (self.memory_dir / "cpu.stat").read_text().splitlines():
-                key, _, value = line.partition(" ")
-                stat[key] = int(value)
+            stat = _counts(self.memory_dir / "cpu.stat")
             return stat.get("user_usec", 0) / 1e6, stat.get("system_usec", 0) / 1e6
         return _process_cpu_times(_pids_below([self.memory_dir]))
 
@@ -216,10 +216,8 @@ class JobCgroup:
         pids_dir = self.memory_dir if self.version == 2 else self.dirs[CONTROLLERS.index("pids")]
         total = 0
         for cgroup in _cgroups_below(pids_dir):
-            with contextlib.suppress(OSError, ValueError):
-                for line in _read(cgroup / "pids.events").splitlines():
-                    key, _, value = line.partition(" ")
-                    total += int(value) if key == "max" else 0
+            with contextlib.suppress(OSError):  # gone meanwhile
+                total += _counts(cgroup / "pids.events").get("max", 0)
         return total
 
     @property
