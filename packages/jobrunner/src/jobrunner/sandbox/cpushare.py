@@ -31,8 +31,8 @@ job faulted: the memory moved by at least `KEPT_SHARE` of the bytes it faulted i
 judgment. A filler keeps all it faults and a freer faults next to nothing; a fast churner faults
 many times what its memory moves, whatever the machine's pace, so the new highs and lows it still
 reaches now and then (the memory of 64 processes wanders) do not let it off: by highs and lows
-alone, a new high let it off for every MiB it then fell back, and a slower machine, where it
-reached its range later, capped it in 26 % of the samples. A slow churner (a big block mapped in
+alone, a new high let it off for every MiB it then fell back, and a fresh CI machine capped it
+in 26 % of the samples. A slow churner (a big block mapped in
 one sample and unmapped in a later one) keeps what it faults within each sample; highs and lows
 catch it. Each judgment stands until the next, and the next comes at the next MiB or after
 `FILL_CPU_SECONDS` of the job's own CPU time, not after a sample: a pace in bytes per CPU-second of
