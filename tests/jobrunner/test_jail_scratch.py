@@ -35,7 +35,11 @@ def test_a_running_jobs_scratch_is_on_tmpfs_and_goes_with_it(server, state_dir):
     finally:
         release(server.url, state_dir / "s0", job_id)
     assert wait_finished(server.url, job_id)["status"] == "completed"
-    assert not (layout.proc / job_id).exists() and not (layout.work / job_id).exists()
+    # Published before its jail's teardown, which follows at once: the scratch goes just after.
+    assert wait_until(
+        lambda: not (layout.proc / job_id).exists() and not (layout.work / job_id).exists(),
+        timeout=30,
+    )
 
 
 def test_a_stopped_server_leaves_no_scratch_mounted(start_server, state_dir):

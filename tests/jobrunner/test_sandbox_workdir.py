@@ -20,6 +20,7 @@ from jobrunner.sandbox import workdir as workdir_module
 from jobrunner.sandbox.cgroups import Cgroups
 from jobrunner.sandbox.layout import Layout
 from support.jobclient import GENEROUS, log_of, need_sandbox, run_job, submit, wait_finished
+from support.servers import wait_until
 
 DEEP = "/".join(["a"] * 500) + "/f"  # 1,001 characters: within the upload's name limit
 
@@ -104,8 +105,15 @@ def test_a_500_level_deep_upload_runs_and_leaves_no_mount(server, state_dir):
     assert record["status"] == "completed", log_of(server.url, job_id)
     assert log_of(server.url, job_id) == "deep\n"
     work = Layout.for_state(state_dir / "s0").work
-    assert not [target for target in mounts_below(work) if job_id in target]
-    assert not (work / job_id).exists() and not job_cgroups(state_dir / "s0", job_id)
+
+    def torn_down() -> bool:
+        # A job is published before its jail's teardown (which follows at once, in the same
+        # thread trip): its mount, work dir and cgroups go just after its record says finished.
+        return not [target for target in mounts_below(work) if job_id in target] and not (
+            (work / job_id).exists() or job_cgroups(state_dir / "s0", job_id)
+        )
+
+    assert wait_until(torn_down, timeout=30), mounts_below(work)
     assert run_job(server.url, "print('next')\n")["status"] == "completed"
 
 
@@ -124,7 +132,8 @@ def test_inputs_that_would_not_fit_the_tmpfs_are_refused_at_submit(start_server,
     assert accepted.status_code == 200, accepted.text
     record = wait_finished(server.url, accepted.json()["job_id"])
     assert record["status"] == "completed", record
-    assert not mounts_below(work)
+    # Published before its jail's teardown: the mount goes just after.
+    assert wait_until(lambda: not mounts_below(work), timeout=30), mounts_below(work)
     server.stop()  # a graceful stop leaves no mount either
     assert not mounts_below(work)
 
