@@ -32,11 +32,11 @@ judgment. A filler keeps all it faults and a freer faults next to nothing; a fas
 many times what its memory moves, whatever the machine's pace, so the new highs and lows it still
 reaches now and then (the memory of 64 processes wanders) do not let it off: by highs and lows
 alone, a new high let it off for every MiB it then fell back, and a fresh CI machine capped it
-in 26 % of the samples. A slow churner (a big block mapped in
-one sample and unmapped in a later one) keeps what it faults within each sample; highs and lows
-catch it. Each judgment stands until the next, and the next comes at the next MiB or after
-`FILL_CPU_SECONDS` of the job's own CPU time, not after a sample: a pace in bytes per CPU-second of
-the job's own, which the cap, the load on the machine and the length of a sample do not change.
+in 26 % of the samples. A slow churner (a big block mapped in one sample and unmapped in a later
+one) keeps what it faults within each sample; highs and lows catch it. Each judgment stands until
+the next, and the next comes at the next MiB or after `FILL_CPU_SECONDS` of the job's own CPU time,
+not after a sample: a pace in bytes per CPU-second of the job's own, which the cap, the load on the
+machine and the length of a sample do not change.
 Per sample, a capped job (10 ms of CPU in it) had to fill at 100 MiB per CPU-second to be let off,
 and a filler whose page faults are slow (cgroup v2 in a qemu VM under TCG emulation, host loaded:
 7.8 MiB per CPU-second, 580 on the host) stayed capped once capped. The price of the exemption
