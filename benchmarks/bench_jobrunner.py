@@ -235,7 +235,7 @@ def throughput() -> list[Row]:
 
     The clients run in this process, on the same cores as the server and its jails: their CPU
     is printed too. They speak through aiohttp, as `jobrunner.client` does (httpx, used here
-    before, took 4 to 5.5 ms of CPU per job against aiohttp's 1.1 to 1.4 ms: an eighth of a
+    before, took 4 to 5.5 ms of CPU per job against aiohttp's 1.1 to 1.9 ms: an eighth of a
     2-core machine's time went to the load generator rather than to the server)."""
     server = Server("--trusted-proxy", "127.0.0.1")
     jobs = 120
