@@ -639,8 +639,8 @@ async def scenario(url: str, pid: int, seconds: float) -> list[Row]:
     window = int(seconds)
     parts = set(os.environ.get("HOSTILE", ",".join(PARTS)).split(","))
     # The normal users speak as `jobrunner.client` does (aiohttp); the attackers through httpx
-    # and raw sockets. (With httpx the users' process took 6 ms of CPU per job on the server's
-    # two cores, aiohttp about a third of it.)
+    # and raw sockets. (With httpx the users' process took 5 to 6 ms of CPU per job on the
+    # server's two cores, with aiohttp 2 to 2.5 ms.)
     timeout = aiohttp.ClientTimeout(total=None, sock_connect=60, sock_read=60 + float(WAIT))
     async with (
         httpx.AsyncClient(timeout=60) as client,
