@@ -8,13 +8,17 @@ its outputs were gone. Now a draining worker takes no new job (its signed `/heal
 nsjail, on loopback.
 """
 
+import asyncio
+import logging
 import threading
 import time
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
+import aiohttp
 import httpx
 
+from jobrunner.pool.workers import Worker, WorkerEntry, check_health
 from jobrunner.signing import check_record
 from support.jobclient import GENEROUS, HELD, log_of, release, submit, wait_finished, worker_key
 from support.servers import wait_until
@@ -148,7 +152,7 @@ def test_restarting_every_worker_one_by_one_loses_no_result(cluster, start_serve
                 timeout=120,
             ), worker.output
             assert not results.problems, results.problems
-            back_before = pool.output.count(f"worker {worker.url} is healthy")
+            stopped_at = len(pool.lines)
             worker.terminate()
             assert worker.wait(120) == 0, worker.output
             # The same worker again: its state dir (so its key) and its port (the allowlist's).
@@ -163,8 +167,16 @@ def test_restarting_every_worker_one_by_one_loses_no_result(cluster, start_serve
                 state=state_dir / f"s{index}",
             )
             assert again.url == worker.url
+            started_at = len(pool.lines)
+            # Back in the pool's rotation before the next worker stops: the pool said so (healthy
+            # again after draining or being unreachable), or it has sent the new server a job (a
+            # restart quick enough to fall between two checks is never seen as a change).
             assert wait_until(
-                lambda u=worker.url, b=back_before: pool.output.count(f"worker {u} is healthy") > b,
+                lambda u=worker.url, s=stopped_at, a=started_at: (
+                    f"worker {u} is healthy" in "".join(pool.lines[s:])
+                    or f"dispatched to {u}" in "".join(pool.lines[a:])
+                    or not any(t.is_alive() for t in clients)
+                ),
                 timeout=60,
             ), pool.output
     finally:
@@ -178,3 +190,21 @@ def test_restarting_every_worker_one_by_one_loses_no_result(cluster, start_serve
         assert record["worker_metadata"]["worker_id"] in keys, (token, record)
         check_record(record, record["worker_metadata"]["worker_id"], job_id=job_id)
         assert out == token, (token, out)
+
+
+def test_a_worker_back_from_draining_between_two_checks_is_logged_healthy(start_server, caplog):
+    """A restart quicker than the pool's check interval: the pool last saw the worker draining,
+    and its next check finds it serving. It says the worker is healthy (it takes jobs again)
+    instead of passing over the change in silence."""
+    worker = start_server(*GENEROUS)
+    entry = WorkerEntry(url=worker.url, key=worker_key(worker.url))
+    seen = Worker(entry, healthy=True, problem="", draining=True)  # the last check's view
+
+    async def check() -> None:
+        async with aiohttp.ClientSession() as session:
+            await check_health(session, seen)
+
+    with caplog.at_level(logging.INFO, logger="jobrunner.pool"):
+        asyncio.run(check())
+    assert seen.available
+    assert f"worker {worker.url.rstrip('/')} is healthy" in caplog.text

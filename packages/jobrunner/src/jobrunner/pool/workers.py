@@ -90,7 +90,10 @@ async def check_health(session: aiohttp.ClientSession, worker: Worker) -> None:
     worker.healthy, worker.problem = problem is None, problem or ""
     worker.draining = problem is None and draining
     worker.failed_checks = 0 if problem is None else worker.failed_checks + 1
-    if was_healthy != worker.healthy or was_problem != worker.problem:
+    # A worker restarted between two checks goes from draining straight back to healthy: say
+    # so, as for any worker that can take jobs again.
+    back = was_draining and worker.healthy and not worker.draining
+    if was_healthy != worker.healthy or was_problem != worker.problem or back:
         log.info(
             "worker %s is %s",
             worker.url,
