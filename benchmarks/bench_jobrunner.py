@@ -14,7 +14,7 @@ import sys
 import tarfile
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from statistics import median
 
@@ -149,6 +149,16 @@ async def _submit_and_wait(client: Client) -> float:
     return elapsed
 
 
+async def _submit_waiting(client: Client) -> float:
+    """Submit-to-completed in one request (`POST /submit?wait=60`, `Client.submit_and_wait`):
+    the answer is the job's final record."""
+    start = time.perf_counter()
+    record = await client.submit_and_wait(entrypoint="main.py", tarball=tarball(HELLO))
+    elapsed = (time.perf_counter() - start) * 1000
+    assert record.status == "completed", record
+    return elapsed
+
+
 async def _submit_and_wait_async(
     session: aiohttp.ClientSession, url: str, headers: dict[str, str]
 ) -> None:
@@ -166,6 +176,19 @@ async def _submit_and_wait_async(
         assert record["status"] == "completed", record
 
 
+async def _submit_waiting_async(
+    session: aiohttp.ClientSession, url: str, headers: dict[str, str]
+) -> None:
+    """`_submit_waiting` as one of many clients: one request, `POST /submit?wait=60`."""
+    form = aiohttp.FormData()
+    form.add_field("manifest", '{"entrypoint": "main.py"}')
+    form.add_field("files", tarball(HELLO), filename="job.tar.gz", content_type="application/gzip")
+    params = {"wait": "60"}
+    async with session.post(f"{url}/submit", data=form, params=params, headers=headers) as answer:
+        record = await answer.json()
+        assert record["status"] == "completed", record
+
+
 def latency(rounds: int = 60) -> list[Row]:
     """Hello world on an idle server against its floor (`Floor`), sampled in turn, round by
     round, so that both see the same load of a shared machine."""
@@ -174,24 +197,32 @@ def latency(rounds: int = 60) -> list[Row]:
     bare: list[float] = []
     jailed: list[float] = []
     served: list[float] = []
+    one: list[float] = []
 
     async def measure() -> None:
         async with Client(server.url) as client:
             for _ in range(3):  # warm: the first runs fill caches
                 floor.bare_ms(), floor.jailed_ms(), await _submit_and_wait(client)
-            for _ in range(rounds):
+                await _submit_waiting(client)
+            for round_ in range(rounds):
                 bare.append(floor.bare_ms())
                 jailed.append(floor.jailed_ms())
-                served.append(await _submit_and_wait(client))
+                # Both ways of a client, in turn first: neither always follows the floor's run.
+                if round_ % 2:
+                    served.append(await _submit_and_wait(client))
+                    one.append(await _submit_waiting(client))
+                else:
+                    one.append(await _submit_waiting(client))
+                    served.append(await _submit_and_wait(client))
 
     try:
         asyncio.run(measure())
     finally:
         server.close()
         floor.close()
-    rounds_of = list(zip(bare, jailed, served, strict=True))
+    rounds_of = list(zip(bare, jailed, served, one, strict=True))
 
-    def median_of(value: Callable[[float, float, float], float]) -> float:
+    def median_of(value: Callable[[float, float, float, float], float]) -> float:
         return median(value(*each) for each in rounds_of)
 
     # The differences and the ratio are taken round by round (each round's three runs follow one
@@ -202,19 +233,41 @@ def latency(rounds: int = 60) -> list[Row]:
         Row("floor: the same job's jail run directly, no server (median)", median(jailed), "ms"),
         Row(
             "sandbox overhead: floor minus bare interpreter (median of rounds)",
-            median_of(lambda bare, jailed, _: jailed - bare),
+            median_of(lambda bare, jailed, _, __: jailed - bare),
             "ms",
             20,
         ),
-        Row("submit-to-completed, hello world, idle server (median)", median(served), "ms", 150),
         Row(
-            "  server overhead: submit-to-completed minus floor (median of rounds)",
-            median_of(lambda _, jailed, served: served - jailed),
+            "submit-to-completed, hello world, idle server, submit + long poll (median)",
+            median(served),
+            "ms",
+            150,
+        ),
+        Row(
+            "  server overhead: submit + long poll minus floor (median of rounds)",
+            median_of(lambda _, jailed, served, __: served - jailed),
             "ms",
         ),
         Row(
-            "submit-to-completed over the floor (median of rounds)",
-            median_of(lambda _, jailed, served: served / jailed),
+            "submit-to-completed over the floor, submit + long poll (median of rounds)",
+            median_of(lambda _, jailed, served, __: served / jailed),
+            "x",
+            1.25,
+        ),
+        Row(
+            "submit-to-completed, one request, POST /submit?wait=60 (median)",
+            median(one),
+            "ms",
+            150,
+        ),
+        Row(
+            "  server overhead: one request minus floor (median of rounds)",
+            median_of(lambda _, jailed, __, one: one - jailed),
+            "ms",
+        ),
+        Row(
+            "submit-to-completed over the floor, one request (median of rounds)",
+            median_of(lambda _, jailed, __, one: one / jailed),
             "x",
             1.25,
         ),
@@ -231,12 +284,22 @@ def _cpu_seconds(pid: int) -> tuple[float, float]:
 
 def throughput() -> list[Row]:
     """Trivial jobs from 40 client addresses (through a trusted proxy), default per-IP limits and
-    slots (one per core), each client submitting and then waiting as `jobrunner run` does.
+    slots (one per core): first with each client submitting and then waiting as `jobrunner
+    submit` does (two requests a job), then with one request a job (`POST /submit?wait=60`).
 
     The clients run in this process, on the same cores as the server and its jails: their CPU
     is printed too. They speak through aiohttp, as `jobrunner.client` does (httpx, used here
     before, took 4 to 5.5 ms of CPU per job against aiohttp's 1.1 to 1.9 ms: an eighth of a
     2-core machine's time went to the load generator rather than to the server)."""
+    return [
+        *_throughput(_submit_and_wait_async, "submit + long poll"),
+        *_throughput(_submit_waiting_async, "one request"),
+    ]
+
+
+def _throughput(
+    job: Callable[[aiohttp.ClientSession, str, dict[str, str]], Awaitable[None]], way: str
+) -> list[Row]:
     server = Server("--trusted-proxy", "127.0.0.1")
     jobs = 120
     try:
@@ -249,7 +312,7 @@ def throughput() -> list[Row]:
                 async def client_ip(number: int) -> None:
                     headers = {"X-Forwarded-For": f"198.51.100.{number}"}
                     for _ in range(jobs // 40):
-                        await _submit_and_wait_async(session, server.url, headers)
+                        await job(session, server.url, headers)
 
                 start = time.perf_counter()
                 await asyncio.gather(*(client_ip(n) for n in range(40)))
@@ -264,7 +327,7 @@ def throughput() -> list[Row]:
     own, jails = ((a - b) * 1000 / jobs for a, b in zip(after, before, strict=True))
     return [
         Row(
-            f"throughput, {jobs} trivial jobs from 40 addresses",
+            f"throughput, {jobs} trivial jobs from 40 addresses, {way}",
             jobs / elapsed,
             "jobs/s",
             70,

@@ -150,3 +150,100 @@ def test_the_client_waits_by_long_polls_and_cancels(tmp_path):
                 raise AssertionError("a second cancel must be refused")
 
     run(scenario, tmp_path)
+
+
+# --- POST /submit?wait=S: submit and wait in one request ---------------------------------------
+
+
+async def _post(client: httpx.AsyncClient, served: Served, job: str, **params: str):
+    return await client.post(
+        f"{served.url}/submit",
+        params=params,
+        files={"files": ("job.tar.gz", tarball({"main.json": job}))},
+        data={"manifest": json.dumps(MANIFEST)},
+    )
+
+
+def test_submit_with_wait_answers_with_the_finished_record(tmp_path):
+    async def scenario(served: Served) -> None:
+        async with httpx.AsyncClient(timeout=90) as client:
+            posting = asyncio.ensure_future(
+                _post(client, served, steps({"wait": "go"}, {"out": "done\n"}), wait="60")
+            )
+            # The job runs while the request waits, holding one of the client's streams.
+            assert await wait_until_async(lambda: bool(served.runner.started))
+            assert _streams(served) == 1 and not posting.done()
+            served.runner.open("go")
+            answer = await posting
+            assert answer.status_code == 200, answer.text
+            record = answer.json()
+            assert record["status"] == "completed" and record["finished_at"]
+            assert record["job_id"] == served.runner.started[0]
+            assert record == (await client.get(f"{served.url}/status/{record['job_id']}")).json()
+            assert _streams(served) == 0
+
+    run(scenario, tmp_path)
+
+
+def test_submit_with_wait_answers_with_the_record_as_it_is_after_its_time(tmp_path):
+    async def scenario(served: Served) -> None:
+        async with httpx.AsyncClient(timeout=30) as client:
+            answer = await _post(client, served, steps({"wait": "never"}), wait="0.2")
+            assert answer.status_code == 200, answer.text
+            record = answer.json()
+            # The job's id, so the client can go on waiting (or cancel); the job runs on.
+            assert record["status"] in ("queued", "running") and record["finished_at"] is None
+            assert record["job_id"] in served.runner.started or record["status"] == "queued"
+            assert _streams(served) == 0
+            gone = await client.delete(f"{served.url}/jobs/{record['job_id']}")
+            assert gone.status_code == 200 and gone.json()["failure"] == "cancelled"
+
+    run(scenario, tmp_path)
+
+
+def test_submit_with_a_bad_wait_or_no_stream_left_queues_nothing(tmp_path):
+    async def scenario(served: Served) -> None:
+        async with httpx.AsyncClient(timeout=30) as client:
+            for bad in ("0", "61", "abc", ""):
+                answer = await _post(client, served, steps({"out": "x"}), wait=bad)
+                assert answer.status_code == 400, (bad, answer.text)
+                assert answer.json()["error"] == "Invalid parameter"
+            held = await submit(client, served, steps({"wait": "never"}))
+            poll = asyncio.ensure_future(
+                client.get(f"{served.url}/status/{held['job_id']}", params={"wait": "60"})
+            )
+            assert await wait_until_async(lambda: _streams(served) == 1)
+            # The client's one stream is taken: refused before the upload, so no job is left
+            # queued whose id the client never learnt.
+            refused = await _post(client, served, steps({"out": "x"}), wait="60")
+            assert refused.status_code == 429 and "streams" in refused.json()["reason"]
+            assert list(served.service.jobs) == [held["job_id"]]
+            assert served.service.limiter.verdict("127.0.0.1").active == 1
+            await client.delete(f"{served.url}/jobs/{held['job_id']}")
+            assert (await poll).json()["failure"] == "cancelled"
+
+    run(scenario, tmp_path, rate_streams=1, rate_concurrent=5)
+
+
+def test_the_client_submits_and_waits_in_one_request(tmp_path):
+    from jobrunner.client import Client
+
+    async def scenario(served: Served) -> None:
+        async with Client(served.url) as client:
+            waiting = asyncio.ensure_future(
+                client.submit_and_wait(
+                    tarball=tarball({"main.json": steps({"wait": "go"}, {"out": "both\n"})}),
+                    entrypoint="main.json",
+                    interpreter="python",
+                )
+            )
+            # The submit's own request holds the stream: no second request for the wait.
+            assert await wait_until_async(lambda: bool(served.runner.started))
+            assert _streams(served) == 1 and not waiting.done()
+            served.runner.open("go")
+            record = await waiting
+            assert record.status == "completed"
+            assert record.job_id == served.runner.started[0]
+            client.check(record)  # signed by the server
+
+    run(scenario, tmp_path)

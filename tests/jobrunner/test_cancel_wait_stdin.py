@@ -281,6 +281,19 @@ def test_long_polls_count_as_streams(start_server, state_dir):
     assert first[0].status_code == 200 and first[0].json()["status"] == "completed"
 
 
+def test_submit_with_wait_answers_with_the_signed_final_record(server):
+    """`POST /submit?wait=S`: submit and wait in one request (Judge0's `wait=true`)."""
+    answer = submit(
+        server.url, {"main.py": "print('quick')"}, {"entrypoint": "main.py"}, params={"wait": "60"}
+    )
+    assert answer.status_code == 200, answer.text
+    record = answer.json()
+    assert record["status"] == "completed"
+    check_record(record, worker_key(server.url), job_id=record["job_id"])
+    assert httpx.get(f"{server.url}/status/{record['job_id']}").json() == record
+    assert log_of(server.url, record["job_id"]) == "quick\n"
+
+
 # --- through a pool ------------------------------------------------------------------------------
 
 
@@ -311,6 +324,18 @@ def test_a_pool_proxies_stdin_cancel_and_long_polls(cluster):
     bad = httpx.get(f"{pool.url}/status/{job['job_id']}", params={"wait": "0"})
     assert bad.status_code == 400 and bad.json()["error"] == "Invalid parameter"
     wait_finished(pool.url, again.json()["job_id"])
+    # Submit and wait in one request, through the pool: the worker's own signed record.
+    one = submit(
+        pool.url, {"main.py": "print(2)"}, {"entrypoint": "main.py"}, params={"wait": "60"}
+    )
+    assert one.status_code == 200, one.text
+    assert one.json()["status"] == "completed"
+    assert one.json()["worker_metadata"]["worker_id"] in keys
+    check_record(one.json(), job_id=one.json()["job_id"])
+    refused = submit(
+        pool.url, {"main.py": "pass"}, {"entrypoint": "main.py"}, params={"wait": "61"}
+    )
+    assert refused.status_code == 400 and refused.json()["error"] == "Invalid parameter"
 
 
 # --- the command line ----------------------------------------------------------------------------

@@ -72,6 +72,25 @@ def test_a_front_end_runs_nothing_and_the_queue_position_is_the_clusters(start_n
     assert wait_finished(front.url, first)["worker_metadata"]["worker_id"] == worker_key(worker.url)
 
 
+def test_submit_with_wait_through_a_front_end_answers_with_the_runners_record(start_node):
+    front = start_node(concurrency=0)
+    worker = start_node(concurrency=1)
+    answer = submit(
+        front.url,
+        {"main.py": "print('one request')"},
+        {"entrypoint": "main.py"},
+        params={"wait": "60"},
+    )
+    assert answer.status_code == 200, answer.text
+    record = answer.json()
+    assert record["status"] == "completed"
+    assert record["worker_metadata"]["worker_id"] == worker_key(worker.url)
+    verify_record(record, job_id=record["job_id"])
+    assert status(worker.url, record["job_id"]) == record
+    bad = submit(front.url, {"main.py": "pass"}, {"entrypoint": "main.py"}, params={"wait": "x"})
+    assert bad.status_code == 400 and bad.json()["error"] == "Invalid parameter"
+
+
 def test_a_node_whose_key_is_not_allowed_takes_nothing(start_node, redis_server, state_dir):
     stranger = start_node(concurrency=1, allow=False)
     job = submit(stranger.url, {"main.py": "print(1)"}, {"entrypoint": "main.py"}).json()["job_id"]

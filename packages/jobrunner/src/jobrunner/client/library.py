@@ -196,31 +196,64 @@ class Client:
     ) -> SubmitResult:
         """Submit a job: `path` packed (or `tarball` as it is), with the manifest's fields;
         `stdin` is text the entrypoint reads on its standard input (at most 1 MiB as UTF-8)."""
-        manifest: dict[str, Any] = {"entrypoint": entrypoint}
-        for key, value in (
-            ("interpreter", interpreter),
-            ("environment", environment),
-            ("args", list(args) or None),
-            ("env", env),
-            ("outputs", list(outputs) if outputs else None),
-            ("timeout", timeout),
-            ("memory_mb", memory_mb),
-            ("stdin", stdin or None),
-        ):
-            if value is not None:
-                manifest[key] = value
-        form = aiohttp.FormData()
-        form.add_field("manifest", msgspec.json.encode(manifest).decode())
-        form.add_field(
-            "files",
-            tarball if tarball is not None else pack(path or "."),
-            filename="job.tar.gz",
-            content_type="application/gzip",
+        form = _form(
+            path,
+            tarball,
+            entrypoint,
+            interpreter,
+            environment,
+            args,
+            env,
+            outputs,
+            timeout,
+            memory_mb,
+            stdin,
         )
         async with self.session.post(f"{self.server}/submit", data=form) as response:
             result = await self._decoded(response, SubmitResult)
         self.submitted[result.job_id] = result.job_hash
         return result
+
+    async def submit_and_wait(
+        self,
+        path: str | Path | None = None,
+        *,
+        entrypoint: str,
+        tarball: bytes | None = None,
+        interpreter: str | None = None,
+        environment: str | None = None,
+        args: Sequence[str] = (),
+        env: dict[str, str] | None = None,
+        outputs: Sequence[str] | None = None,
+        timeout: int | None = None,
+        memory_mb: int | None = None,
+        stdin: str | None = None,
+    ) -> StatusRecord:
+        """`submit`, then the job's final record, in one request while the job takes at most a
+        minute (`POST /submit?wait=60`), then by `wait`'s long polls. The job's id is known
+        only from the answer: to show it (or cancel) while the job runs, `submit` and `wait`."""
+        form = _form(
+            path,
+            tarball,
+            entrypoint,
+            interpreter,
+            environment,
+            args,
+            env,
+            outputs,
+            timeout,
+            memory_mb,
+            stdin,
+        )
+        timeout_ = aiohttp.ClientTimeout(
+            total=None, sock_connect=self._timeout.sock_connect, sock_read=LONG_POLL + 30
+        )
+        params = {"wait": f"{LONG_POLL:g}"}
+        async with self.session.post(
+            f"{self.server}/submit", data=form, params=params, timeout=timeout_
+        ) as response:
+            record = await self._decoded(response, StatusRecord)
+        return record if record.status in _FINISHED else await self.wait(record.job_id)
 
     def check(self, record: StatusRecord, worker_id: str | None = None) -> None:
         """Raise RecordProblem unless the record is validly signed (by `worker_id`, if given)
@@ -325,3 +358,41 @@ class Client:
         params = {"challenge": challenge} if challenge else {}
         async with self.session.get(f"{self.server}/health", params=params) as response:
             return await self._decoded(response, dict[str, Any])
+
+
+def _form(
+    path: str | Path | None,
+    tarball: bytes | None,
+    entrypoint: str,
+    interpreter: str | None,
+    environment: str | None,
+    args: Sequence[str],
+    env: dict[str, str] | None,
+    outputs: Sequence[str] | None,
+    timeout: int | None,
+    memory_mb: int | None,
+    stdin: str | None,
+) -> aiohttp.FormData:
+    """The `POST /submit` form: the manifest (only the fields given) and the packed files."""
+    manifest: dict[str, Any] = {"entrypoint": entrypoint}
+    for key, value in (
+        ("interpreter", interpreter),
+        ("environment", environment),
+        ("args", list(args) or None),
+        ("env", env),
+        ("outputs", list(outputs) if outputs else None),
+        ("timeout", timeout),
+        ("memory_mb", memory_mb),
+        ("stdin", stdin or None),
+    ):
+        if value is not None:
+            manifest[key] = value
+    form = aiohttp.FormData()
+    form.add_field("manifest", msgspec.json.encode(manifest).decode())
+    form.add_field(
+        "files",
+        tarball if tarball is not None else pack(path or "."),
+        filename="job.tar.gz",
+        content_type="application/gzip",
+    )
+    return form

@@ -79,27 +79,46 @@ def build_cluster_app(
         length = request.headers.get("content-length")
         if length and length.isdigit() and int(length) > limit:
             raise errors.too_large(s.max_upload_mb)
+        stream = None  # `?wait=S`: the long poll's stream, taken before the upload
         try:
+            seconds = wait_seconds(request)
             if descriptors.running_low():
                 raise errors.short_of_files()
             reservation = await service.admit_cluster(who)
+            if seconds is not None:
+                try:
+                    stream = open_stream(request)
+                except errors.JobrunnerError:
+                    await service.cancel_reservation(reservation)
+                    raise
         except errors.JobrunnerError:
             await drop_small_body(request)
             raise
-        deadline = time.monotonic() + s.upload_timeout
-        handed_over = False
         try:
-            async with submission(request, limit, s.max_upload_mb, deadline, s.upload_timeout) as (
-                manifest,
-                parts,
-            ):
-                handed_over = True
-                result = await service.submit_cluster(who, manifest, parts, reservation, deadline)
-        except BaseException:
-            if not handed_over:
-                await service.cancel_reservation(reservation)
-            raise
-        return JSONResponse(result)
+            deadline = time.monotonic() + s.upload_timeout
+            handed_over = False
+            try:
+                async with submission(
+                    request, limit, s.max_upload_mb, deadline, s.upload_timeout
+                ) as (manifest, parts):
+                    handed_over = True
+                    result = await service.submit_cluster(
+                        who, manifest, parts, reservation, deadline
+                    )
+            except BaseException:
+                if not handed_over:
+                    await service.cancel_reservation(reservation)
+                raise
+            if seconds is None:
+                return JSONResponse(result)
+            # Submit and wait in one request, as at an embedded server.
+            record = await unless_gone(request, service.cluster_wait(result.job_id, seconds))
+            if record is None:
+                return Response(status_code=204)
+            return JSONResponse(record)
+        finally:
+            if stream is not None:
+                stream.close()
 
     async def status(request: Request) -> Response:
         job_id = request.path_params["job_id"]

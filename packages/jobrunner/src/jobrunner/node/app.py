@@ -207,28 +207,47 @@ def build_app(
         if length and length.isdigit() and int(length) > limit:
             raise errors.too_large(s.max_upload_mb)
         # Limits first, from the headers alone: a client over them is refused before it uploads.
+        # With `?wait=S` the answer is a long poll as well, so its stream is taken here too: a
+        # refusal after the job was queued would leave the client without its job's id.
+        stream = None
         try:
+            seconds = wait_seconds(request)
             if descriptors.running_low():
                 raise errors.short_of_files()
             reservation = service.admit(who)
+            if seconds is not None:
+                try:
+                    stream = open_stream(request)
+                except errors.JobrunnerError:
+                    service.cancel(reservation)
+                    raise
         except errors.JobrunnerError:
             await drop_small_body(request)  # so that the client reads the 429, not a reset
             raise
-        # One deadline for reading the body and unpacking it: the service checks it as it unpacks.
-        deadline = time.monotonic() + s.upload_timeout
-        handed_over = False  # from then on, the service gives the slot back if the job fails
         try:
-            async with submission(request, limit, s.max_upload_mb, deadline, s.upload_timeout) as (
-                manifest,
-                parts,
-            ):
-                handed_over = True
-                result = await service.submit(who, manifest, parts, reservation, deadline)
-        except BaseException:
-            if not handed_over:
-                service.cancel(reservation)
-            raise
-        return JSONResponse(result)
+            # One deadline for reading the body and unpacking it: the service checks it as it
+            # unpacks.
+            deadline = time.monotonic() + s.upload_timeout
+            handed_over = False  # from then on, the service gives the slot back if the job fails
+            try:
+                async with submission(
+                    request, limit, s.max_upload_mb, deadline, s.upload_timeout
+                ) as (manifest, parts):
+                    handed_over = True
+                    result = await service.submit(who, manifest, parts, reservation, deadline)
+            except BaseException:
+                if not handed_over:
+                    service.cancel(reservation)
+                raise
+            if seconds is None:
+                return JSONResponse(result)
+            # Submit and wait in one request (as Judge0's `wait=true`): the job's record once it
+            # has finished, or as it is after `seconds`; the client saves a round trip.
+            record = await unless_gone(request, service.wait(result.job_id, seconds))
+            return JSONResponse(service.status(result.job_id) if record is None else record)
+        finally:
+            if stream is not None:
+                stream.close()
 
     async def status(request: Request) -> Response:
         job_id = request.path_params["job_id"]

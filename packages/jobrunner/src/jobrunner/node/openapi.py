@@ -56,6 +56,12 @@ _WAIT = {
     "record as it is then (a long poll: it counts as one of the client's streams).",
     "schema": {"type": "number", "exclusiveMinimum": 0, "maximum": 60},
 }
+_SUBMIT_WAIT = {
+    **_WAIT,
+    "description": "Submit and wait in one request: answer with the job's status record as soon "
+    "as it has finished, or after this many seconds with the record as it is then (the answer "
+    "names the job either way). The wait counts as one of the client's streams.",
+}
 _FILEPATH = {
     "name": "filepath",
     "in": "path",
@@ -198,9 +204,16 @@ def _paths() -> dict[str, Any]:
         "/submit": {
             "post": _operation(
                 "submit",
-                "Upload a job and queue it",
-                {"200": _json("Queued", _ref(wire.SubmitResult))},
+                "Upload a job and queue it (and, with `wait`, wait for its end)",
+                {
+                    "200": _json(
+                        "Queued: the job's id and position; with `wait`, the job's status record "
+                        "(signed once finished), as `GET /status/{job_id}?wait=S` answers",
+                        {"anyOf": [_ref(wire.SubmitResult), _ref(wire.StatusRecord)]},
+                    )
+                },
                 (400, 408, 413, 429, 503),
+                (_SUBMIT_WAIT,),
                 requestBody=_submit_body(),
             )
         },

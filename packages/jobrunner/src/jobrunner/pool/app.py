@@ -7,6 +7,7 @@ from collections.abc import AsyncIterator, Callable
 from urllib.parse import quote
 
 import aiohttp
+import msgspec
 from starlette.applications import Starlette
 from starlette.requests import HTTPConnection, Request
 from starlette.responses import Response
@@ -18,7 +19,7 @@ from jobrunner.node.app import interface, unless_gone, wait_seconds
 from jobrunner.node.edge import drop_small_body, refusal_recorder, refuse_websocket
 from jobrunner.pool.coordinator import Pool
 from jobrunner.pool.spool import Spool
-from jobrunner.wire import ServerInfo
+from jobrunner.wire import ServerInfo, SubmitResult
 from servekit import JSONResponse, TrustedProxies, client_ip
 
 
@@ -56,22 +57,42 @@ def build_pool_app(pool: Pool, trusted: TrustedProxies, max_upload_mb: int = 50)
         length = request.headers.get("content-length")
         if length and length.isdigit() and int(length) > limit:
             raise errors.too_large(max_upload_mb)
+        close_stream = None  # `?wait=S`: the long poll's streams, taken before the upload
         try:
+            seconds = wait_seconds(request)
             reservation = await pool.admit(ip)  # 429/503 from the headers alone
+            if seconds is not None:
+                try:
+                    close_stream = pool.open_proxied(ip)
+                except errors.JobrunnerError:
+                    pool.cancel(reservation)
+                    raise
         except errors.JobrunnerError:
             await drop_small_body(request)  # so that the client reads the 429, not a reset
             raise
-        handed_over = False  # from then on, `pool.submit` settles the reservation
         try:
-            with Spool() as body:
-                await _receive(request, body, limit, max_upload_mb, pool.upload_timeout)
-                handed_over = True
-                content_type = request.headers.get("content-type", "")
-                status, answer = await pool.submit(ip, body, content_type, reservation)
+            handed_over = False  # from then on, `pool.submit` settles the reservation
+            try:
+                with Spool() as body:
+                    await _receive(request, body, limit, max_upload_mb, pool.upload_timeout)
+                    handed_over = True
+                    content_type = request.headers.get("content-type", "")
+                    status, answer = await pool.submit(ip, body, content_type, reservation)
+            finally:
+                if not handed_over:
+                    pool.cancel(reservation)
+            if seconds is None or status != 200:
+                return Response(answer, status, media_type="application/json")
+            # Submit and wait in one request, as at a worker: the record once the job has
+            # finished, or as it is after `seconds`.
+            job_id = msgspec.json.decode(answer, type=SubmitResult).job_id
+            record = await unless_gone(request, pool.status(job_id, seconds, ip))
+            if record is None:  # the client has gone: nobody reads this
+                return Response(status_code=204)
+            return JSONResponse(record)
         finally:
-            if not handed_over:
-                pool.cancel(reservation)
-        return Response(answer, status, media_type="application/json")
+            if close_stream is not None:
+                close_stream()
 
     async def status(request: Request) -> Response:
         job_id = request.path_params["job_id"]
