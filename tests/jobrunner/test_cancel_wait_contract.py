@@ -247,3 +247,36 @@ def test_the_client_submits_and_waits_in_one_request(tmp_path):
             client.check(record)  # signed by the server
 
     run(scenario, tmp_path)
+
+
+def test_the_client_submits_and_waits_with_a_server_older_than_the_wait(tmp_path):
+    """A server that ignores `wait` on a submit (one older than it) answers at once with the
+    job's id: the client goes on with long polls instead of failing on the answer's shape."""
+    from jobrunner.client import Client
+
+    def older(app):
+        async def without_submit_wait(scope, receive, send):
+            if scope["type"] == "http" and scope["path"] == "/submit":
+                scope = {**scope, "query_string": b""}
+            await app(scope, receive, send)
+
+        return without_submit_wait
+
+    async def scenario(served: Served) -> None:
+        async with Client(served.url) as client:
+            waiting = asyncio.ensure_future(
+                client.submit_and_wait(
+                    tarball=tarball({"main.json": steps({"wait": "go"}, {"out": "late\n"})}),
+                    entrypoint="main.json",
+                    interpreter="python",
+                )
+            )
+            # The submit was answered; the client now waits by a long poll of its own.
+            assert await wait_until_async(lambda: bool(served.runner.started))
+            assert await wait_until_async(lambda: _streams(served) == 1)
+            served.runner.open("go")
+            record = await waiting
+            assert record.status == "completed"
+            client.check(record)  # signed, with the hash the (older) submit announced
+
+    run(scenario, tmp_path, wrap=older)

@@ -157,12 +157,13 @@ async def serving(
     clock: Callable[[], float] | None = None,
     metrics: bool = False,
     listener: Listener | None = None,
+    wrap: Callable[[Any], Any] | None = None,
     **options: Any,
 ) -> AsyncIterator[Served]:
     """Serve the real app on 127.0.0.1 (a free port) in this event loop until the block ends
     (with the service's `clock` if given: a test's `Clock` it moves on); with `metrics`, its
     metrics app too, on a listener of its own; `listener` (its port 0) serves HTTPS with a
-    certificate."""
+    certificate; `wrap` (if given) wraps the ASGI app, as a proxy or an older server would."""
     runner = runner or FakeRunner()
     settings = Settings(state_dir=str(state), **{"concurrency": 2, **GENEROUS, **options})
     default = state / "envs" / "default"
@@ -173,6 +174,8 @@ async def serving(
         JobService(settings, runner, key, clock) if clock else JobService(settings, runner, key)
     )
     app = build_app(service, TrustedProxies(settings.trusted_proxies))
+    if wrap is not None:
+        app = wrap(app)
     ready: asyncio.Future[str] = asyncio.get_running_loop().create_future()
     side_ready: asyncio.Future[str] = asyncio.get_running_loop().create_future()
     side = {}

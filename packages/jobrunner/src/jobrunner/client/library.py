@@ -252,7 +252,15 @@ class Client:
         async with self.session.post(
             f"{self.server}/submit", data=form, params=params, timeout=timeout_
         ) as response:
-            record = await self._decoded(response, StatusRecord)
+            await self._raise_for_error(response)
+            body = await response.read()
+        try:
+            record = msgspec.json.decode(body, type=StatusRecord)
+        except msgspec.ValidationError:
+            # A server older than `POST /submit?wait=` answers at once, as to any submit.
+            accepted = msgspec.json.decode(body, type=SubmitResult)
+            self.submitted[accepted.job_id] = accepted.job_hash
+            return await self.wait(accepted.job_id)
         return record if record.status in _FINISHED else await self.wait(record.job_id)
 
     def check(self, record: StatusRecord, worker_id: str | None = None) -> None:
