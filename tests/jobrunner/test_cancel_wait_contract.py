@@ -244,6 +244,8 @@ def test_the_client_submits_and_waits_in_one_request(tmp_path):
             record = await waiting
             assert record.status == "completed"
             assert record.job_id == served.runner.started[0]
+            # Its hash stands for the announcement: later records of the job must carry it.
+            assert client.submitted[record.job_id] == record.job_hash
             client.check(record)  # signed by the server
 
     run(scenario, tmp_path)

@@ -338,6 +338,41 @@ def test_a_pool_proxies_stdin_cancel_and_long_polls(cluster):
     assert refused.status_code == 400 and refused.json()["error"] == "Invalid parameter"
 
 
+def test_a_pool_whose_worker_dies_during_submit_and_wait_still_names_the_job(cluster):
+    """`POST /submit?wait=S` through a pool: the worker took the job, then died while the
+    request waited. The answer is the worker's acceptance (its `job_id`), not a 502 without it,
+    and the pool reports the job lost."""
+    pool, (worker,) = cluster(workers=1)
+    answers: list[httpx.Response] = []
+    waiter = threading.Thread(
+        target=lambda: answers.append(
+            submit(pool.url, {"main.py": HELD}, {"entrypoint": "main.py"}, params={"wait": "60"})
+        )
+    )
+    waiter.start()
+    try:
+        assert wait_until(
+            lambda: httpx.get(f"{worker.url}/stats").json()["system"]["active_jobs"] == 1,
+            timeout=60,
+        )
+        assert not answers
+        worker.proc.kill()
+        waiter.join(60)
+    finally:
+        worker.stop()
+        waiter.join(60)
+    assert answers and answers[0].status_code == 200, answers and answers[0].text
+    accepted = answers[0].json()
+    assert accepted["status"] == "queued" and accepted["job_hash"]
+    status_url = f"{pool.url}/status/{accepted['job_id']}"
+
+    def lost() -> bool:  # 502 while the pool still counts the worker as only unreachable
+        answer = httpx.get(status_url, timeout=10)
+        return answer.status_code == 200 and answer.json()["failure"] == "worker_lost"
+
+    assert wait_until(lost, timeout=60)
+
+
 # --- the command line ----------------------------------------------------------------------------
 
 

@@ -12,7 +12,7 @@ import pytest
 
 from jobrunner.sandbox.layout import Layout
 from support.clusternodes import let_go, running_on, status, submit_held
-from support.jobclient import submit, wait_finished, worker_key
+from support.jobclient import HELD, submit, wait_finished, worker_key
 from support.servers import wait_until
 
 pytestmark = pytest.mark.timeout(600)
@@ -176,3 +176,38 @@ def test_a_rolling_restart_under_load_loses_no_result(start_node, state_dir):
     worker.join(300)
     assert len(jobs) >= 3
     assert {job: collected.get(job) for job in jobs} == dict.fromkeys(jobs, "completed:200:result")
+
+
+def test_a_store_outage_during_submit_and_wait_still_names_the_job(
+    start_node, redis_server, state_dir
+):
+    """`POST /submit?wait=S` at a front end: the job is queued, then the store goes away while
+    the request waits. The answer is the acceptance (its `job_id`), not a 503 without it."""
+    start_node(concurrency=1)
+    front = start_node(concurrency=0)
+    states = [state_dir / "s0", state_dir / "s1"]
+    answers: list[httpx.Response] = []
+    waiter = threading.Thread(
+        target=lambda: answers.append(
+            submit(front.url, {"main.py": HELD}, {"entrypoint": "main.py"}, params={"wait": "60"})
+        )
+    )
+    waiter.start()
+    try:
+        # Running: its work dir is on the worker; the submit's request is still waiting.
+        work = Layout.for_state(states[0]).work
+        assert wait_until(lambda: any(work.iterdir()) if work.exists() else False, timeout=60)
+        job = next(work.iterdir()).name
+        assert not answers
+        redis_server.stop()
+        waiter.join(60)
+        assert answers and answers[0].status_code == 200, answers and answers[0].text
+        assert answers[0].json()["job_id"] == job
+        (work / job / "go").write_text("")
+    finally:
+        if redis_server.proc is None or redis_server.proc.poll() is not None:
+            redis_server.start()
+        waiter.join(60)
+    assert wait_until(lambda: httpx.get(f"{front.url}/health").status_code == 200, timeout=60)
+    record = wait_finished(front.url, job, timeout=60)
+    assert record["status"] == "completed", record

@@ -169,7 +169,7 @@ def test_log_streams_per_client_are_capped(tmp_path):
         assert refused.headers["retry-after"] == "1"
         body = refused.json()
         assert body["error"] == "Rate limit exceeded" and body["retry_after"] == 1
-        assert body["reason"] == "Too many streams (logs and downloads): 2/2 open"
+        assert body["reason"] == "Too many streams (logs, downloads and long polls): 2/2 open"
         with pytest.raises(websockets.InvalidStatus) as denied:
             await websockets.connect(f"{served.ws}/logs/{job_id}/stream", open_timeout=10)
         assert denied.value.response.status_code == 429

@@ -419,7 +419,7 @@ def test_log_streams_per_client_are_capped_at_the_pool(cluster, state_dir):
             assert denied.response.status_code == 429
             assert (
                 json.loads(denied.response.body)["reason"]
-                == "Too many streams (logs and downloads): 2/2 open"
+                == "Too many streams (logs, downloads and long polls): 2/2 open"
             )
         async with httpx.AsyncClient(timeout=10) as client:
             refused = await client.get(f"{pool.url}/logs/{job}")
@@ -459,7 +459,7 @@ def test_unread_downloads_of_one_client_neither_block_others_nor_queue(cluster):
             refused = first.get(pool.url + path)
         assert refused.status_code == 429 and refused.headers["retry-after"] == "1"
         reason = refused.json()["reason"]
-        assert reason == "Too many streams (logs and downloads): 4/4 open"
+        assert reason == "Too many streams (logs, downloads and long polls): 4/4 open"
         with client_at("127.0.0.3") as other:
             whole = other.get(pool.url + path)
             assert whole.status_code == 200 and len(whole.content) == 32 * MiB

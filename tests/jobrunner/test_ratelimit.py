@@ -129,7 +129,7 @@ def test_log_streams_per_client_are_counted_and_given_back_once():
     refused = limiter.open_stream(rate_key("2001:db8::3"))  # the same /64
     assert not isinstance(refused, StreamSlot)
     assert (refused.allowed, refused.retry_after) == (False, 1)
-    assert refused.reason == "Too many streams (logs and downloads): 2/2 open"
+    assert refused.reason == "Too many streams (logs, downloads and long polls): 2/2 open"
     assert limiter.verdict(rate_key("2001:db8::3")).allowed  # streams are no jobs: submits still go
     assert isinstance(limiter.open_stream("10.0.0.1"), StreamSlot)  # another client
     first.close()

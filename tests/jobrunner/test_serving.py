@@ -116,7 +116,7 @@ def test_downloads_count_against_the_clients_stream_limit(start_server):
         assert refused.status_code == 429 and refused.headers["retry-after"] == "1"
         body = refused.json()
         assert body["error"] == "Rate limit exceeded" and body["retry_after"] == 1
-        assert body["reason"] == "Too many streams (logs and downloads): 3/3 open"
+        assert body["reason"] == "Too many streams (logs, downloads and long polls): 3/3 open"
         # Another client is served meanwhile: its health check, its submit, its download.
         with from_address("127.0.0.2") as other:
             assert other.get(f"{server.url}/health").status_code == 200

@@ -215,7 +215,7 @@ class RateLimiter:
             return dataclasses.replace(
                 self.verdict(key),
                 allowed=False,
-                reason=f"Too many streams (logs and downloads): {held} open",
+                reason=f"Too many streams (logs, downloads and long polls): {held} open",
                 retry_after=1,
                 limit="streams",
             )

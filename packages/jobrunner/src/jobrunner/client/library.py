@@ -257,10 +257,14 @@ class Client:
         try:
             record = msgspec.json.decode(body, type=StatusRecord)
         except msgspec.ValidationError:
-            # A server older than `POST /submit?wait=` answers at once, as to any submit.
+            # A server older than `POST /submit?wait=` answers at once, as to any submit, and so
+            # does one that queued the job but could not wait for it (a pool whose worker is gone).
             accepted = msgspec.json.decode(body, type=SubmitResult)
             self.submitted[accepted.job_id] = accepted.job_hash
             return await self.wait(accepted.job_id)
+        # The first record stands for the submit's announcement: the records of later long
+        # polls (a job of more than a minute) must carry the same job hash.
+        self.submitted[record.job_id] = record.job_hash
         return record if record.status in _FINISHED else await self.wait(record.job_id)
 
     def check(self, record: StatusRecord, worker_id: str | None = None) -> None:

@@ -111,8 +111,12 @@ def build_cluster_app(
                 raise
             if seconds is None:
                 return JSONResponse(result)
-            # Submit and wait in one request, as at an embedded server.
-            record = await unless_gone(request, service.cluster_wait(result.job_id, seconds))
+            # Submit and wait in one request, as at an embedded server. The job is queued now:
+            # if the store cannot be asked meanwhile, the answer is the acceptance, which names it.
+            try:
+                record = await unless_gone(request, service.cluster_wait(result.job_id, seconds))
+            except errors.JobrunnerError:
+                return JSONResponse(result)
             if record is None:
                 return Response(status_code=204)
             return JSONResponse(record)

@@ -242,9 +242,13 @@ def build_app(
             if seconds is None:
                 return JSONResponse(result)
             # Submit and wait in one request (as Judge0's `wait=true`): the job's record once it
-            # has finished, or as it is after `seconds`; the client saves a round trip.
-            record = await unless_gone(request, service.wait(result.job_id, seconds))
-            return JSONResponse(service.status(result.job_id) if record is None else record)
+            # has finished, or as it is after `seconds`; the client saves a round trip. The job
+            # is queued now: whatever happens to the wait, the answer names it.
+            try:
+                record = await unless_gone(request, service.wait(result.job_id, seconds))
+                return JSONResponse(service.status(result.job_id) if record is None else record)
+            except errors.JobrunnerError:
+                return JSONResponse(result)
         finally:
             if stream is not None:
                 stream.close()

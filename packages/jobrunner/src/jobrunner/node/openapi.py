@@ -60,7 +60,9 @@ _SUBMIT_WAIT = {
     **_WAIT,
     "description": "Submit and wait in one request: answer with the job's status record as soon "
     "as it has finished, or after this many seconds with the record as it is then (the answer "
-    "names the job either way). The wait counts as one of the client's streams.",
+    "names the job either way; where the wait itself fails after the job was queued, as at a "
+    "pool whose worker is gone, the answer is the plain submit's). The wait counts as one of "
+    "the client's streams.",
 }
 _FILEPATH = {
     "name": "filepath",

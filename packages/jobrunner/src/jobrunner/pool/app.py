@@ -84,9 +84,14 @@ def build_pool_app(pool: Pool, trusted: TrustedProxies, max_upload_mb: int = 50)
             if seconds is None or status != 200:
                 return Response(answer, status, media_type="application/json")
             # Submit and wait in one request, as at a worker: the record once the job has
-            # finished, or as it is after `seconds`.
+            # finished, or as it is after `seconds`. The job is queued now: if its worker cannot
+            # be asked (gone, or its own limits refuse the long poll), the answer is the
+            # worker's acceptance, which names the job, never an error without its id.
             job_id = msgspec.json.decode(answer, type=SubmitResult).job_id
-            record = await unless_gone(request, pool.status(job_id, seconds, ip))
+            try:
+                record = await unless_gone(request, pool.status(job_id, seconds, ip))
+            except errors.JobrunnerError:
+                return Response(answer, status, media_type="application/json")
             if record is None:  # the client has gone: nobody reads this
                 return Response(status_code=204)
             return JSONResponse(record)
