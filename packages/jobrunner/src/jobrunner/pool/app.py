@@ -7,7 +7,6 @@ from collections.abc import AsyncIterator, Callable
 from urllib.parse import quote
 
 import aiohttp
-import msgspec
 from starlette.applications import Starlette
 from starlette.requests import HTTPConnection, Request
 from starlette.responses import Response
@@ -19,7 +18,7 @@ from jobrunner.node.app import interface, unless_gone, wait_seconds
 from jobrunner.node.edge import drop_small_body, refusal_recorder, refuse_websocket
 from jobrunner.pool.coordinator import Pool
 from jobrunner.pool.spool import Spool
-from jobrunner.wire import ServerInfo, SubmitResult
+from jobrunner.wire import ServerInfo
 from servekit import JSONResponse, TrustedProxies, client_ip
 
 
@@ -77,17 +76,16 @@ def build_pool_app(pool: Pool, trusted: TrustedProxies, max_upload_mb: int = 50)
                     await _receive(request, body, limit, max_upload_mb, pool.upload_timeout)
                     handed_over = True
                     content_type = request.headers.get("content-type", "")
-                    status, answer = await pool.submit(ip, body, content_type, reservation)
+                    status, answer, job_id = await pool.submit(ip, body, content_type, reservation)
             finally:
                 if not handed_over:
                     pool.cancel(reservation)
-            if seconds is None or status != 200:
+            if seconds is None or job_id is None:
                 return Response(answer, status, media_type="application/json")
             # Submit and wait in one request, as at a worker: the record once the job has
             # finished, or as it is after `seconds`. The job is queued now: if its worker cannot
             # be asked (gone, or its own limits refuse the long poll), the answer is the
             # worker's acceptance, which names the job, never an error without its id.
-            job_id = msgspec.json.decode(answer, type=SubmitResult).job_id
             try:
                 record = await unless_gone(request, pool.status(job_id, seconds, ip))
             except errors.JobrunnerError:

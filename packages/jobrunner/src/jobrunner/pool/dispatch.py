@@ -54,20 +54,22 @@ class Dispatch(JobRecords):
 
     async def submit(
         self, client_ip: str, body: Spool, content_type: str, reservation: Reservation
-    ) -> tuple[int, bytes]:
-        """Offer the upload to the healthy workers, least loaded first. The reservation is kept
+    ) -> tuple[int, bytes, str | None]:
+        """Offer the upload to the healthy workers, least loaded first: the answer to pass on
+        and the id of the job a worker accepted (None if none did). The reservation is kept
         for the job if a worker accepted it, and given back otherwise."""
         kept = False
         try:
             status, answer, taken = await self._dispatch(client_ip, body, content_type)
-            if taken is not None:
-                worker, accepted = taken
-                self.jobs[accepted.job_id] = PoolJob(
-                    accepted.job_id, worker, client_ip, accepted.job_hash
-                )
-                worker.active += 1
-                kept = True
-            return status, answer
+            if taken is None:
+                return status, answer, None
+            worker, accepted = taken
+            self.jobs[accepted.job_id] = PoolJob(
+                accepted.job_id, worker, client_ip, accepted.job_hash
+            )
+            worker.active += 1
+            kept = True
+            return status, answer, accepted.job_id
         finally:
             self.uploads -= 1
             if not kept:
