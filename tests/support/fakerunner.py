@@ -43,6 +43,8 @@ class FakeRunner:
         self.gates: dict[str, asyncio.Event] = {}
         self.blocks: dict[str, threading.Event] = {}
         self.started: list[str] = []  # job ids, in the order they started
+        # Where queued uploads wait, as the sandbox's staging tmpfs (None: in the job dirs).
+        self.staging: Path | None = None
 
     def gate(self, name: str) -> asyncio.Event:
         return self.gates.setdefault(name, asyncio.Event())
@@ -65,7 +67,10 @@ class FakeRunner:
         stop = stop or asyncio.Event()
         self.started.append(spec.job_id)
         work = spec.job_dir / "work"
-        await asyncio.to_thread(shutil.copytree, spec.job_dir / "inputs", work)
+        await asyncio.to_thread(shutil.copytree, spec.inputs_dir, work)
+        stdin = spec.stdin.read_bytes() if spec.stdin else b""
+        if spec.staged is not None:  # as the sandbox does once the work dir holds the inputs
+            await asyncio.to_thread(shutil.rmtree, spec.staged)
         (spec.job_dir / "outputs").mkdir(mode=0o700)
         steps = json.loads((work / spec.argv[1]).read_text())
         code = 0
@@ -93,7 +98,7 @@ class FakeRunner:
                 if stop.is_set():
                     return RunResult(None, "cancelled", 0.02, 2_000_000)
             elif "stdin" in step:
-                on_output(spec.stdin.read_bytes() if spec.stdin else b"")
+                on_output(stdin)
             elif "block" in step:
                 await asyncio.to_thread(self.block(step["block"]).wait)
             elif "raise" in step:

@@ -172,13 +172,23 @@ class Job:
     delete_at: float | None = None  # monotonic time; set when the job finishes
     released: bool = False  # its rate-limit slot was given back
     queued_at: float = 0.0  # the service's clock when it was accepted (for the queue wait)
-    stdin: bool = False  # its manifest had stdin, kept in the job dir (`STDIN_FILE`) till it runs
+    stdin: bool = (
+        False  # its manifest had stdin, kept beside its inputs (`STDIN_FILE`) till it runs
+    )
+    # Where its unpacked upload (`inputs/`) and stdin wait until it runs: a dir on the sandbox's
+    # staging tmpfs, or (None) its own directory on the state dir's disk.
+    staged: Path | None = None
     # Set once the record is final and signed: what `GET /status?wait=` and a cancel wait for.
     done: asyncio.Event = field(default_factory=asyncio.Event)
     # Set by a cancel: the runner kills the jail (or never starts it) and the job fails `cancelled`.
     cancelled: asyncio.Event = field(default_factory=asyncio.Event)
     cancel_note: str = ""  # the log's last line when cancelled (by a client, or by a shutdown)
     record_read: bool = False  # its final record was read (by a client or a pool)
+
+    @property
+    def upload(self) -> Path:
+        """The directory holding its `inputs/` (and stdin) until it runs."""
+        return self.staged if self.staged is not None else self.directory
 
     @property
     def collected(self) -> bool:

@@ -94,6 +94,12 @@ class Budget:
         """Bytes of headers allowed on top of the content: HEADER_ALLOWANCE per entry."""
         return self.max_entries * HEADER_ALLOWANCE
 
+    def restart(self) -> None:
+        """All of it again, for the upload unpacked anew elsewhere: the deadline stays."""
+        self.used_bytes = self.entries = self.inflated = 0
+        self.files = []
+        self.__post_init__()
+
     def stop(self) -> None:
         """From another thread: the unpacking ends (Expired) at its next check."""
         self.stopped = True

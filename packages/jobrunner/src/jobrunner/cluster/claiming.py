@@ -9,7 +9,6 @@ other nodes): this is the one part that runs jobs on this node.
 import asyncio
 import io
 import logging
-import shutil
 import time
 
 import msgspec
@@ -116,7 +115,7 @@ class Claiming(ClusterState):
             await pump
             if taken_back.is_set():  # the cluster gave the job to another node: not ours
                 del self.jobs[job.id]
-                await asyncio.to_thread(shutil.rmtree, job.directory, True)
+                await asyncio.to_thread(self._remove_files, job.id)
                 return
             await self._publish(job, self.logs.tail(job.log, copied[0], job.state))
         except asyncio.CancelledError:
@@ -177,7 +176,7 @@ class Claiming(ClusterState):
         try:
             job = await self._accept(upload.client, upload.manifest, parts, job_dir, deadline)
         except errors.JobrunnerError as error:  # checked at submit: another node's settings
-            await asyncio.to_thread(shutil.rmtree, job_dir, True)
+            await asyncio.to_thread(self._remove_files, job_dir.name)
             log.warning("job %s: refused by this node after all: %s", claimed.job_id, error)
             record = vouching.own_record(
                 self.key, claimed.job_id, queued.job_hash, queued.created_at, "sandbox_error"

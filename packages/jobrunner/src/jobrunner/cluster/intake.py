@@ -10,8 +10,6 @@ import asyncio
 import contextlib
 import io
 import logging
-import shutil
-from pathlib import Path
 from typing import BinaryIO
 
 import msgspec
@@ -84,7 +82,9 @@ class ClusterIntake(Claiming):
             raise
         finally:
             if not (kept or scratch):  # removed while the answer goes out
-                self._spawn(_removed(job_dir), f"scratch-{job_dir.name}")
+                self._spawn(
+                    asyncio.to_thread(self._remove_files, job_dir.name), f"scratch-{job_dir.name}"
+                )
         self.metrics.accepted.inc()
         log.info("job %s accepted into the cluster queue", job.id)
         return SubmitResult(job.id, "queued", position, job.job_hash)
@@ -123,7 +123,3 @@ class ClusterIntake(Claiming):
         own = claimed.job_id == job.id
         self._took(claimed, job if own else None)
         return position, own
-
-
-async def _removed(folder: Path) -> None:
-    await asyncio.to_thread(shutil.rmtree, folder, True)

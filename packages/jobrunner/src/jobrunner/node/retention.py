@@ -8,7 +8,6 @@ that `collected` counts.
 
 import asyncio
 import logging
-import shutil
 
 from jobrunner.jobs import Job
 from jobrunner.node.state import JobState
@@ -60,6 +59,6 @@ class Retention(JobState):
             ]
             for job in due:
                 del self.jobs[job.id]
-                await asyncio.to_thread(shutil.rmtree, job.directory, True)
+                await asyncio.to_thread(self._remove_files, job.id)
             self.limiter.sweep()
             self.queue.sweep()

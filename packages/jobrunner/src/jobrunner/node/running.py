@@ -9,6 +9,7 @@ killed and waited for). Separate from the submit path and the reads, which never
 import asyncio
 import contextlib
 import logging
+import shutil
 
 from jobrunner import errors, signing
 from jobrunner.environments import EnvironmentUnavailable
@@ -128,7 +129,8 @@ class JobRunning(JobState):
                 output_patterns=m.outputs,
                 inputs={item.path: item.sha256 for item in job.inputs},
                 max_outputs=s.max_outputs,
-                stdin=job.directory / STDIN_FILE if job.stdin else None,
+                stdin=job.upload / STDIN_FILE if job.stdin else None,
+                staged=job.staged,
             )
             result = await self.runner.run(
                 spec,
@@ -176,6 +178,10 @@ class JobRunning(JobState):
 
     def _finish(self, job: Job, started: float, note: str | None) -> None:
         self._release(job)
+        if job.staged is not None and job.started_at is None:
+            # Never run (cancelled while queued, its environment failed): its upload, staged in
+            # RAM, goes now rather than with the job's record at the end of the retention.
+            asyncio.get_running_loop().run_in_executor(None, shutil.rmtree, job.staged, True)
         job.wall_seconds = self.clock() - started
         job.finished_at = timestamp()
         job.state = "completed" if job.failure is None and job.exit_code == 0 else "failed"

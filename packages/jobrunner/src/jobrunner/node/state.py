@@ -8,6 +8,7 @@ because every part uses them.
 """
 
 import asyncio
+import shutil
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -87,6 +88,9 @@ class JobState:
         self._waiting: set[asyncio.Task[None]] = set()  # jobs waiting for their build
         self.interpreters = interpreters()
         self.jobs_dir = settings.state / "jobs"
+        # Where a job's upload waits until it runs: the sandbox's tmpfs (`Sandbox.staging`) when
+        # it has one and the upload fits, else the job's dir on the state dir's disk.
+        self.staging: Path | None = getattr(runner, "staging", None)
         self._tasks: list[asyncio.Task[None]] = []
         self.metrics = metrics or WorkerMetrics()
         self.metrics.watch(
@@ -96,6 +100,12 @@ class JobState:
             accepting=lambda: int(self.accepting),
         )
         self._executor: ThreadPoolExecutor | None = None
+
+    def _remove_files(self, job_id: str) -> None:
+        """Whatever of a job's files exist, in its dir and on the staging tmpfs (blocking)."""
+        shutil.rmtree(self.jobs_dir / job_id, ignore_errors=True)
+        if self.staging is not None:
+            shutil.rmtree(self.staging / job_id, ignore_errors=True)
 
     def find(self, job_id: str) -> Job:
         job = self.jobs.get(job_id)

@@ -77,6 +77,13 @@ class RunSpec:
     inputs: dict[str, str]  # path -> sha256, to leave unchanged inputs out of the outputs
     max_outputs: int
     stdin: Path | None = None  # a file of the server's whose bytes are the job's standard input
+    # Where `inputs/` (and the stdin file) wait, if not in `job_dir`: a dir on the staging tmpfs
+    # (`Sandbox.staging`), removed once the work dir holds them.
+    staged: Path | None = None
+
+    @property
+    def inputs_dir(self) -> Path:
+        return (self.staged or self.job_dir) / "inputs"
 
 
 @dataclass
@@ -119,6 +126,7 @@ class Sandbox:
         self.shared_proc_binds = shared_proc_binds  # `procfs.write_shared`'s, for every jail
         self.cpu_share = CpuShare()
         self.mode = "sandbox: root"  # the start-up line naming the mode and what it lacks
+        self.staging = layout.staging  # where queued uploads wait (`Intake._unpack`)
 
     @property
     def environments_root(self) -> Path:
@@ -179,6 +187,10 @@ class Sandbox:
         for scratch in layout.scratch:  # one tmpfs each, kept from an earlier run if still there
             if not os.path.ismount(scratch):
                 workdir.mount_scratch(scratch)
+        if os.path.ismount(layout.staging):  # uploads of an earlier run's jobs: gone with them
+            workdir.reap(layout.staging)
+        else:
+            workdir.mount_staging(layout.staging)
         for directory in layout.proc.iterdir():  # plain files: nothing is mounted there
             shutil.rmtree(directory, ignore_errors=True)
         shutil.rmtree(layout.proc_shared, ignore_errors=True)  # written anew: the host may differ
@@ -203,6 +215,7 @@ class Sandbox:
         if not kept:
             for scratch in self.layout.scratch:
                 workdir.unmount(scratch)
+        workdir.unmount(self.layout.staging)
         if left:
             logger.warning(
                 "unmounted %d work dir(s) left by jobs; still mounted: %s",
@@ -366,12 +379,14 @@ class Sandbox:
         0.16 to 0.3 ms of every job.)"""
         work.mkdir(mode=0o711)
         workdir.mount_tmpfs(work, spec.storage_bytes, spec.storage_inodes, uid)
-        workdir.fill(spec.job_dir / "inputs", work, uid)
+        workdir.fill(spec.inputs_dir, work, uid)
         proc_binds = procfs.write(self.layout.proc / spec.job_id, spec.memory_bytes)
         stdin = None
         if spec.stdin is not None:
             stdin = sealed_copy(spec.stdin)
             opened.append(stdin)
+        if spec.staged is not None:  # the work dir and the memfd hold them now: free the RAM
+            shutil.rmtree(spec.staged, ignore_errors=True)
         job_cgroup = self.cgroups.create(spec.job_id, spec.memory_bytes)
         return job_cgroup, Jail(work, uid, proc_binds, stdin)
 

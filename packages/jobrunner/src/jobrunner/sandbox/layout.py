@@ -65,6 +65,12 @@ class Layout:
         return self.work, self.proc
 
     @property
+    def staging(self) -> Path:
+        """A tmpfs of the server's own (0700) holding each queued job's unpacked upload until
+        the job runs: see `workdir.mount_staging`."""
+        return self.root / "staging"
+
+    @property
     def proc_shared(self) -> Path:
         """The files that cover the host's /proc files alike for every job (written at start)."""
         return self.root / "proc-shared"
@@ -75,7 +81,7 @@ class Layout:
         return self.root.parent / "ids"
 
     def prepare(self) -> None:
-        for directory in (self.root.parent, self.root, self.work, self.proc):
+        for directory in (self.root.parent, self.root, self.work, self.proc, self.staging):
             directory.mkdir(mode=0o711, parents=True, exist_ok=True)
             os.chown(directory, 0, 0)
             directory.chmod(0o711)  # the jail user may pass through, nobody may list

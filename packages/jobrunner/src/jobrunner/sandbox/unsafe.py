@@ -30,7 +30,7 @@ class UnsafeRunner:
             return RunResult(None, "cancelled", 0.0, 0)
         work = spec.job_dir / "work"
         setting_up = time.monotonic()
-        await asyncio.to_thread(shutil.copytree, spec.job_dir / "inputs", work)
+        await asyncio.to_thread(shutil.copytree, spec.inputs_dir, work)
         (spec.job_dir / "outputs").mkdir(mode=0o700)
         argv = [_host_path(spec.argv[0], spec.environment), *spec.argv[1:]]
         env = {
