@@ -8,6 +8,7 @@ from pathlib import Path
 import httpx
 
 from jobrunner.sandbox.layout import Layout
+from jobrunner.sandbox.workdir import STAGING_BYTES_PER_INODE
 from support.jobclient import GENEROUS, HELD, log_of, release, submit, wait_finished
 from support.servers import wait_until
 
@@ -35,6 +36,9 @@ def test_queued_uploads_wait_in_ram_and_reach_their_jobs(start_server, state_dir
     staging, jobs = Layout.for_state(state).staging, state / "jobs"
     assert mounts_at(staging) == ["tmpfs"]
     assert staging.stat().st_mode & 0o777 == 0o700  # the server's alone: no jail reads it
+    # Its inodes are bounded by its size (each is kernel memory its size does not count).
+    room = os.statvfs(staging)
+    assert room.f_files == room.f_blocks * room.f_frsize // STAGING_BYTES_PER_INODE
 
     running = submit(server.url, {"main.py": HELD}, {"entrypoint": "main.py"}).json()
     queued = submit(
@@ -77,7 +81,24 @@ def test_a_restart_after_a_crash_clears_the_uploads_left_waiting(start_server, s
     assert (staging / queued["job_id"]).is_dir()  # still mounted, still there
 
     second = start_server(*GENEROUS, "--concurrency", "1", state=state)
-    assert mounts_at(staging) == ["tmpfs"]  # the same tmpfs, not a second one on top
+    assert mounts_at(staging) == ["tmpfs"]  # a fresh tmpfs, not a second one on top
     assert list(staging.iterdir()) == []
+    assert staging.stat().st_mode & 0o777 == 0o700  # still the server's alone
     job = submit(second.url, {"main.py": "print('after')"}, {"entrypoint": "main.py"}).json()
     assert wait_finished(second.url, job["job_id"])["status"] == "completed"
+
+
+def test_a_big_staged_upload_is_freed_once_its_job_runs(start_server, state_dir):
+    # More files than the set-up removes itself: they go beside the job, and are gone after.
+    server = start_server(*GENEROUS, "--concurrency", "1")
+    state = state_dir / "s0"
+    staging = Layout.for_state(state).staging
+    running = submit(server.url, {"main.py": HELD}, {"entrypoint": "main.py"}).json()
+    files = {f"data/{n:03d}.txt": str(n) for n in range(200)}
+    code = "import os\nprint(len(os.listdir('data')))\n"
+    queued = submit(server.url, {"main.py": code, **files}, {"entrypoint": "main.py"}).json()
+    assert len(list((staging / queued["job_id"] / "inputs" / "data").iterdir())) == 200
+    release(server.url, state, running["job_id"])
+    assert wait_finished(server.url, queued["job_id"])["status"] == "completed"
+    assert log_of(server.url, queued["job_id"]) == "200\n"
+    assert wait_until(lambda: list(staging.iterdir()) == [], timeout=30)

@@ -176,6 +176,15 @@ def test_an_upload_too_big_for_what_is_left_of_staging_waits_on_the_disk(tmp_pat
                 ("big.bin", len(big)),
             ]
             assert list(runner.staging.iterdir()) == []
+            # One more waiting on the disk, cancelled while queued: its files go at once too.
+            blocker = await submit(client, served, {"main.json": steps({"wait": "again"})})
+            assert await wait_until_async(lambda: blocker in runner.started)
+            dropped = await submit(client, served, {"main.json": steps(), "big.bin": big})
+            assert (jobs / dropped / "inputs" / "big.bin").is_file()
+            answer = await client.delete(f"{served.url}/jobs/{dropped}")
+            assert answer.json()["failure"] == "cancelled", answer.text
+            assert await wait_until_async(lambda: not (jobs / dropped).exists())
+            runner.open("again")
 
     try:
         asyncio.run(main())

@@ -186,6 +186,9 @@ class Claiming(ClusterState):
             )
             await self._persist(lambda: self.logs.end(claimed.job_id, "failed"))
             return None
+        except BaseException:
+            await asyncio.shield(asyncio.to_thread(self._remove_files, job_dir.name))
+            raise
         job.created_at = queued.created_at
         self._adopt(job)
         return job

@@ -178,10 +178,18 @@ class JobRunning(JobState):
 
     def _finish(self, job: Job, started: float, note: str | None) -> None:
         self._release(job)
-        if job.staged is not None and job.started_at is None:
-            # Never run (cancelled while queued, its environment failed): its upload, staged in
-            # RAM, goes now rather than with the job's record at the end of the retention.
-            asyncio.get_running_loop().run_in_executor(None, shutil.rmtree, job.staged, True)
+        # Its upload goes now rather than with its record at the end of the retention: all its
+        # files if it never ran (cancelled while queued, its environment failed; it has no
+        # outputs), its staged upload if a set-up that failed left it there. (With the thread
+        # pool shut down the server is stopping, and the staging tmpfs goes with it.)
+        staged = job.staged
+        if job.started_at is None or (staged is not None and staged.exists()):
+            with contextlib.suppress(RuntimeError):
+                loop = asyncio.get_running_loop()
+                if staged is None or job.started_at is None:
+                    loop.run_in_executor(None, self._remove_files, job.id)
+                else:
+                    loop.run_in_executor(None, shutil.rmtree, staged, True)
         job.wall_seconds = self.clock() - started
         job.finished_at = timestamp()
         job.state = "completed" if job.failure is None and job.exit_code == 0 else "failed"

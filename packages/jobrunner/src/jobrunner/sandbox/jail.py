@@ -48,6 +48,9 @@ _EXITED = re.compile(r"exited with status: (\d+)")
 # After a cancel, how long nsjail gets to kill and reap the jail (so that its CPU time is counted)
 # before everything in the job's cgroups is killed outright.
 STOP_GRACE = 5.0
+# A staged upload of at most this many files is removed in the job's set-up, a bigger one beside
+# the job (see `_prepare`).
+INLINE_STAGED_FILES = 64
 _SEALS = fcntl.F_SEAL_SEAL | fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW | fcntl.F_SEAL_WRITE
 # argv: sh -c ENTER jobrunner-enter N procs_1 .. procs_N nsjail ARGS...
 # `0` is the writer itself (`JobCgroup.procs_files` says why it is not `$$`).
@@ -187,10 +190,11 @@ class Sandbox:
         for scratch in layout.scratch:  # one tmpfs each, kept from an earlier run if still there
             if not os.path.ismount(scratch):
                 workdir.mount_scratch(scratch)
-        if os.path.ismount(layout.staging):  # uploads of an earlier run's jobs: gone with them
-            workdir.reap(layout.staging)
-        else:
-            workdir.mount_staging(layout.staging)
+        # Uploads of an earlier run's jobs are gone with them: a fresh tmpfs, not the old one
+        # emptied (one `umount` whatever it holds, and its root 0700 again: `layout.prepare`
+        # just made whatever is at that path 0711).
+        workdir.unmount(layout.staging)
+        workdir.mount_staging(layout.staging)
         for directory in layout.proc.iterdir():  # plain files: nothing is mounted there
             shutil.rmtree(directory, ignore_errors=True)
         shutil.rmtree(layout.proc_shared, ignore_errors=True)  # written anew: the host may differ
@@ -292,6 +296,8 @@ class Sandbox:
                     "the inputs do not fit in the work dir",
                 )
             setup_seconds = time.monotonic() - setting_up
+            if spec.staged is not None and len(spec.inputs) > INLINE_STAGED_FILES:
+                asyncio.get_running_loop().run_in_executor(None, shutil.rmtree, spec.staged, True)
             if stop.is_set():  # cancelled while it was being set up: it never starts
                 return RunResult(None, "cancelled", 0.0, 0)
             ended = await self._execute(spec, job_cgroup, jail, on_output, on_cpu, stop)
@@ -356,7 +362,10 @@ class Sandbox:
         the job was cancelled or never started, given to `hand_over`; then `_cleanup`, whatever
         happened."""
         try:
-            log = self._nsjail_log(spec.job_id).read_text(errors="replace")
+            try:
+                log = self._nsjail_log(spec.job_id).read_text(errors="replace")
+            except FileNotFoundError:  # killed (a cancel) before nsjail had opened its log
+                log = ""
             result = _classify(spec, *ended, log, job_cgroup, full=workdir.is_full(work))
             if not stop.is_set() and result.failure != "sandbox_error":
                 copy_outputs(spec, work, result)
@@ -385,7 +394,9 @@ class Sandbox:
         if spec.stdin is not None:
             stdin = sealed_copy(spec.stdin)
             opened.append(stdin)
-        if spec.staged is not None:  # the work dir and the memfd hold them now: free the RAM
+        if spec.staged is not None and len(spec.inputs) <= INLINE_STAGED_FILES:
+            # The work dir and the memfd hold them now: free the RAM. (A bigger tree goes in
+            # `run`, beside the job rather than before it: 9,000 files took 55 ms here.)
             shutil.rmtree(spec.staged, ignore_errors=True)
         job_cgroup = self.cgroups.create(spec.job_id, spec.memory_bytes)
         return job_cgroup, Jail(work, uid, proc_binds, stdin)
@@ -401,6 +412,8 @@ class Sandbox:
             except OSError:  # never mounted, or still is: whatever is there goes
                 shutil.rmtree(work, ignore_errors=True)
             shutil.rmtree(self.layout.proc / job_id, ignore_errors=True)
+            # Its upload, if a failed set-up left it staged (the usual case: gone already).
+            shutil.rmtree(self.layout.staging / job_id, ignore_errors=True)
 
     async def _execute(
         self,

@@ -23,10 +23,12 @@ _MS_NOSUID, _MS_NODEV, _MS_NOEXEC = 2, 4, 8
 _MNT_DETACH = 2
 _libc = ctypes.CDLL(None, use_errno=True)
 CHUNK = 1 << 20
-# The staging tmpfs (`mount_staging`): at most this much RAM for queued uploads, and inodes for
-# about a hundred uploads at the default entry limit.
+# The staging tmpfs (`mount_staging`): at most this much RAM for queued uploads' bytes, and one
+# inode per STAGING_BYTES_PER_INODE of it. An inode (with its dentry) is about 1 KiB of kernel
+# memory that `size=` does not count and that cannot be swapped: 1 GiB allows 131,072 entries,
+# 128 MiB more (a hostile review pinned 870 MB with a million empty files under 2^20 inodes).
 STAGING_BYTES = 1 << 30
-STAGING_INODES = 1 << 20
+STAGING_BYTES_PER_INODE = 8192
 
 
 def _mount(path: Path, flags: int, options: str) -> None:
@@ -53,12 +55,14 @@ def mount_scratch(path: Path) -> None:
 def mount_staging(path: Path) -> None:
     """The tmpfs where uploads wait for their jobs to run (root's alone: no jail reads it), so
     that a job's inputs never touch the host's disk on their way to its work dir. Its size caps
-    the RAM queued uploads may take: an eighth of the host's memory, at most `STAGING_BYTES`;
-    an upload that does not fit in what is left waits on the disk instead (`Intake._unpack`).
-    Like any tmpfs, what it holds may be swapped out."""
+    the RAM queued uploads may take: an eighth of the host's memory, at most `STAGING_BYTES`,
+    and an inode per `STAGING_BYTES_PER_INODE` of that (inodes are kernel memory beyond the
+    size); an upload that does not fit in what is left, by bytes or by entries, waits on the
+    disk instead (`Intake._unpack`). Like any tmpfs, its file data may be swapped out."""
     memory = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
     size = min(STAGING_BYTES, memory // 8)
-    options = f"size={size},nr_inodes={STAGING_INODES},mode=0700,uid=0,gid=0"
+    inodes = max(1024, size // STAGING_BYTES_PER_INODE)
+    options = f"size={size},nr_inodes={inodes},mode=0700,uid=0,gid=0"
     _mount(path, _MS_NOSUID | _MS_NODEV | _MS_NOEXEC, options)
 
 
