@@ -3,22 +3,19 @@ files, nsjail's log) lives on tmpfs mounts of the sandbox's own, never on the ho
 stopped server leaves none of them mounted (real nsjail, as root)."""
 
 import os
-from pathlib import Path
 
 from jobrunner.sandbox import Sandbox
 from jobrunner.sandbox.layout import Layout
-from support.jobclient import HELD, log_of, need_sandbox, release, submit, wait_finished
+from support.jobclient import (
+    HELD,
+    log_of,
+    mounted_at,
+    need_sandbox,
+    release,
+    submit,
+    wait_finished,
+)
 from support.servers import wait_until
-
-
-def _mounted_at(path: Path) -> list[str]:
-    """The filesystem types mounted exactly at `path`, oldest first."""
-    found = []
-    for line in Path("/proc/self/mountinfo").read_text().splitlines():
-        fields = line.split()
-        if fields[4] == str(path):
-            found.append(fields[fields.index("-") + 1])
-    return found
 
 
 def test_a_running_jobs_scratch_is_on_tmpfs_and_goes_with_it(server, state_dir):
@@ -26,9 +23,9 @@ def test_a_running_jobs_scratch_is_on_tmpfs_and_goes_with_it(server, state_dir):
     job_id = submit(server.url, {"main.py": HELD}, {"entrypoint": "main.py"}).json()["job_id"]
     assert wait_until(lambda: "held" in log_of(server.url, job_id), timeout=60)
     try:
-        assert _mounted_at(layout.work) == ["tmpfs"]
-        assert _mounted_at(layout.proc) == ["tmpfs"]
-        assert _mounted_at(layout.work / job_id) == ["tmpfs"]  # the job's own, on top
+        assert mounted_at(layout.work) == ["tmpfs"]
+        assert mounted_at(layout.proc) == ["tmpfs"]
+        assert mounted_at(layout.work / job_id) == ["tmpfs"]  # the job's own, on top
         assert (layout.proc / job_id / "meminfo").is_file()
         assert (layout.proc / job_id / "nsjail.log").is_file()
         assert not (state_dir / "s0" / "jobs" / job_id / "nsjail.log").exists()
@@ -48,7 +45,7 @@ def test_a_stopped_server_leaves_no_scratch_mounted(start_server, state_dir):
     job_id = submit(server.url, {"main.py": "print('hi')\n"}, {"entrypoint": "main.py"}).json()
     assert wait_finished(server.url, job_id["job_id"])["status"] == "completed"
     server.stop()
-    assert _mounted_at(layout.work) == [] and _mounted_at(layout.proc) == []
+    assert mounted_at(layout.work) == [] and mounted_at(layout.proc) == []
 
 
 def test_a_start_after_a_crash_keeps_the_scratch_it_finds(state_dir):
@@ -60,9 +57,9 @@ def test_a_start_after_a_crash_keeps_the_scratch_it_finds(state_dir):
     restarted = Sandbox.find(state)
     try:
         for scratch in (restarted.layout.work, restarted.layout.proc):
-            assert _mounted_at(scratch) == ["tmpfs"], scratch  # one, not one more per start
+            assert mounted_at(scratch) == ["tmpfs"], scratch  # one, not one more per start
         assert os.listdir(restarted.layout.proc) == []  # what the earlier run left is gone
     finally:
         restarted.close()
         crashed.job_ids.release()  # the ids it claimed: this process's, like the restart's
-    assert _mounted_at(restarted.layout.work) == [] and _mounted_at(restarted.layout.proc) == []
+    assert mounted_at(restarted.layout.work) == [] and mounted_at(restarted.layout.proc) == []

@@ -3,13 +3,12 @@ disk, are taken by the jobs that run them, and an earlier run's are cleared at t
 
 import os
 import signal
-from pathlib import Path
 
 import httpx
 
 from jobrunner.sandbox.layout import Layout
 from jobrunner.sandbox.workdir import STAGING_BYTES_PER_INODE
-from support.jobclient import GENEROUS, HELD, log_of, release, submit, wait_finished
+from support.jobclient import GENEROUS, HELD, log_of, mounted_at, release, submit, wait_finished
 from support.servers import wait_until
 
 READER = (
@@ -20,21 +19,11 @@ READER = (
 )
 
 
-def mounts_at(path: Path) -> list[str]:
-    """The file system types mounted at `path`, per /proc/self/mountinfo."""
-    found = []
-    for line in Path("/proc/self/mountinfo").read_text().splitlines():
-        fields = line.split()
-        if fields[4] == str(path):
-            found.append(fields[fields.index("-") + 1])
-    return found
-
-
 def test_queued_uploads_wait_in_ram_and_reach_their_jobs(start_server, state_dir):
     server = start_server(*GENEROUS, "--concurrency", "1")
     state = state_dir / "s0"
     staging, jobs = Layout.for_state(state).staging, state / "jobs"
-    assert mounts_at(staging) == ["tmpfs"]
+    assert mounted_at(staging) == ["tmpfs"]
     assert staging.stat().st_mode & 0o777 == 0o700  # the server's alone: no jail reads it
     # Its inodes are bounded by its size (each is kernel memory its size does not count).
     room = os.statvfs(staging)
@@ -81,7 +70,7 @@ def test_a_restart_after_a_crash_clears_the_uploads_left_waiting(start_server, s
     assert (staging / queued["job_id"]).is_dir()  # still mounted, still there
 
     second = start_server(*GENEROUS, "--concurrency", "1", state=state)
-    assert mounts_at(staging) == ["tmpfs"]  # a fresh tmpfs, not a second one on top
+    assert mounted_at(staging) == ["tmpfs"]  # a fresh tmpfs, not a second one on top
     assert list(staging.iterdir()) == []
     assert staging.stat().st_mode & 0o777 == 0o700  # still the server's alone
     job = submit(second.url, {"main.py": "print('after')"}, {"entrypoint": "main.py"}).json()

@@ -10,6 +10,8 @@ import hashlib
 import json
 import os
 import subprocess
+from collections.abc import Awaitable, Callable
+from pathlib import Path
 
 import httpx
 
@@ -31,6 +33,28 @@ async def submit(client: httpx.AsyncClient, served: Served, files: dict, **manif
     return answer.json()["job_id"]
 
 
+def run(
+    scenario: Callable[[Served, httpx.AsyncClient, FakeRunner], Awaitable[None]],
+    tmp_path: Path,
+    runner: FakeRunner | None = None,
+    **options: object,
+) -> None:
+    """`scenario` against the app served with `runner` (a fake one by default) whose staging is
+    `tmp_path / "staging"` (made here unless it exists: a test's own mount)."""
+    runner = runner or FakeRunner()
+    runner.staging = tmp_path / "staging"
+    runner.staging.mkdir(exist_ok=True)
+
+    async def main() -> None:
+        async with (
+            serving(tmp_path / "state", runner=runner, **options) as served,
+            httpx.AsyncClient(timeout=30) as client,
+        ):
+            await scenario(served, client, runner)
+
+    asyncio.run(main())
+
+
 async def finished(client: httpx.AsyncClient, served: Served, job_id: str) -> dict:
     answer = await client.get(f"{served.url}/status/{job_id}", params={"wait": "30"})
     record = answer.json()
@@ -39,89 +63,65 @@ async def finished(client: httpx.AsyncClient, served: Served, job_id: str) -> di
 
 
 def test_a_queued_upload_waits_in_staging_and_never_touches_the_disk(tmp_path):
-    runner = FakeRunner()
-    runner.staging = tmp_path / "staging"
-    runner.staging.mkdir()
+    async def scenario(served: Served, client: httpx.AsyncClient, runner: FakeRunner) -> None:
+        jobs = served.service.jobs_dir
+        blocker = await submit(client, served, {"main.json": steps({"wait": "go"})})
+        assert await wait_until_async(lambda: blocker in runner.started)
+        queued = await submit(
+            client,
+            served,
+            {"main.json": steps({"stdin": True}, {"file": "out.txt", "data": "made"})},
+            stdin="fed\n",
+        )
+        # Queued: its inputs and its stdin are on the staging tmpfs, nothing on the disk.
+        staged = runner.staging / queued
+        assert (staged / "inputs" / "main.json").is_file()
+        assert (staged / "stdin").read_bytes() == b"fed\n"
+        assert (staged / "stdin").stat().st_mode & 0o777 == 0o600
+        assert not (jobs / queued).exists()
+        runner.open("go")
+        record = await finished(client, served, queued)
+        assert record["status"] == "completed", record
+        # Once running, the runner took the files: the RAM is free again.
+        assert not staged.exists()
+        log = await client.get(f"{served.url}/logs/{queued}")
+        assert log.content == b"fed\n"
+        # Its output went to its dir on the disk, made only now, and is downloaded from there.
+        download = await client.get(f"{served.url}/download/{queued}/out.txt")
+        assert download.status_code == 200 and download.content == b"made"
+        assert (jobs / queued / "outputs" / "out.txt").is_file()
+        assert list(runner.staging.iterdir()) == []
 
-    async def main() -> None:
-        async with (
-            serving(tmp_path / "state", runner=runner, concurrency=1) as served,
-            httpx.AsyncClient(timeout=30) as client,
-        ):
-            jobs = served.service.jobs_dir
-            blocker = await submit(client, served, {"main.json": steps({"wait": "go"})})
-            assert await wait_until_async(lambda: blocker in runner.started)
-            queued = await submit(
-                client,
-                served,
-                {"main.json": steps({"stdin": True}, {"file": "out.txt", "data": "made"})},
-                stdin="fed\n",
-            )
-            # Queued: its inputs and its stdin are on the staging tmpfs, nothing on the disk.
-            staged = runner.staging / queued
-            assert (staged / "inputs" / "main.json").is_file()
-            assert (staged / "stdin").read_bytes() == b"fed\n"
-            assert (staged / "stdin").stat().st_mode & 0o777 == 0o600
-            assert not (jobs / queued).exists()
-            runner.open("go")
-            record = await finished(client, served, queued)
-            assert record["status"] == "completed", record
-            # Once running, the runner took the files: the RAM is free again.
-            assert not staged.exists()
-            log = await client.get(f"{served.url}/logs/{queued}")
-            assert log.content == b"fed\n"
-            # Its output went to its dir on the disk, made only now, and is downloaded from there.
-            download = await client.get(f"{served.url}/download/{queued}/out.txt")
-            assert download.status_code == 200 and download.content == b"made"
-            assert (jobs / queued / "outputs" / "out.txt").is_file()
-            assert list(runner.staging.iterdir()) == []
-
-    asyncio.run(main())
+    run(scenario, tmp_path, concurrency=1)
 
 
 def test_a_job_cancelled_while_queued_frees_its_staged_upload(tmp_path):
-    runner = FakeRunner()
-    runner.staging = tmp_path / "staging"
-    runner.staging.mkdir()
+    async def scenario(served: Served, client: httpx.AsyncClient, runner: FakeRunner) -> None:
+        blocker = await submit(client, served, {"main.json": steps({"wait": "go"})})
+        assert await wait_until_async(lambda: blocker in runner.started)
+        queued = await submit(client, served, {"main.json": steps({"out": "never\n"})})
+        assert (runner.staging / queued).is_dir()
+        answer = await client.delete(f"{served.url}/jobs/{queued}")
+        assert answer.json()["failure"] == "cancelled", answer.text
+        assert await wait_until_async(lambda: not (runner.staging / queued).exists())
+        assert queued not in runner.started
 
-    async def main() -> None:
-        async with (
-            serving(tmp_path / "state", runner=runner, concurrency=1) as served,
-            httpx.AsyncClient(timeout=30) as client,
-        ):
-            blocker = await submit(client, served, {"main.json": steps({"wait": "go"})})
-            assert await wait_until_async(lambda: blocker in runner.started)
-            queued = await submit(client, served, {"main.json": steps({"out": "never\n"})})
-            assert (runner.staging / queued).is_dir()
-            answer = await client.delete(f"{served.url}/jobs/{queued}")
-            assert answer.json()["failure"] == "cancelled", answer.text
-            assert await wait_until_async(lambda: not (runner.staging / queued).exists())
-            assert queued not in runner.started
-
-    asyncio.run(main())
+    run(scenario, tmp_path, concurrency=1)
 
 
 def test_a_refused_upload_leaves_nothing_in_staging_or_on_disk(tmp_path):
-    runner = FakeRunner()
-    runner.staging = tmp_path / "staging"
-    runner.staging.mkdir()
+    async def scenario(served: Served, client: httpx.AsyncClient, runner: FakeRunner) -> None:
+        answer = await client.post(
+            f"{served.url}/submit",
+            files={"files": ("job.tar.gz", tarball({"other.txt": "x"}))},
+            data={"manifest": json.dumps(MANIFEST)},
+        )
+        assert answer.status_code == 400, answer.text
+        assert "entrypoint not found" in answer.json()["details"]
+        assert list(runner.staging.iterdir()) == []
+        assert list(served.service.jobs_dir.iterdir()) == []
 
-    async def main() -> None:
-        async with (
-            serving(tmp_path / "state", runner=runner) as served,
-            httpx.AsyncClient(timeout=30) as client,
-        ):
-            answer = await client.post(
-                f"{served.url}/submit",
-                files={"files": ("job.tar.gz", tarball({"other.txt": "x"}))},
-                data={"manifest": json.dumps(MANIFEST)},
-            )
-            assert answer.status_code == 400, answer.text
-            assert "entrypoint not found" in answer.json()["details"]
-            assert list(runner.staging.iterdir()) == []
-            assert list(served.service.jobs_dir.iterdir()) == []
-
-    asyncio.run(main())
+    run(scenario, tmp_path)
 
 
 class Recording(FakeRunner):
@@ -140,53 +140,48 @@ class Recording(FakeRunner):
 
 def test_an_upload_too_big_for_what_is_left_of_staging_waits_on_the_disk(tmp_path):
     require(os.geteuid() == 0, "mounting a small tmpfs as the staging area needs root")
-    runner = Recording()
-    runner.staging = tmp_path / "staging"
-    runner.staging.mkdir()
+    recording = Recording()
+    staging = tmp_path / "staging"
+    staging.mkdir()
     subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", "size=64k,mode=0700", "tmpfs", str(runner.staging)],
-        check=True,
+        ["mount", "-t", "tmpfs", "-o", "size=64k,mode=0700", "tmpfs", str(staging)], check=True
     )
     big = os.urandom(200_000)  # 200 KB that do not compress: more than the 64 KiB there
 
-    async def main() -> None:
-        async with (
-            serving(tmp_path / "state", runner=runner, concurrency=1) as served,
-            httpx.AsyncClient(timeout=30) as client,
-        ):
-            jobs = served.service.jobs_dir
-            blocker = await submit(client, served, {"main.json": steps({"wait": "go"})})
-            assert await wait_until_async(lambda: blocker in runner.started)
-            small = await submit(client, served, {"main.json": steps(), "big.bin": b"s"})
-            large = await submit(client, served, {"main.json": steps(), "big.bin": big})
-            # The small one fits in the tmpfs; the large one was begun there, did not fit, and
-            # was unpacked again into its dir on the disk, none of it left in the tmpfs.
-            assert (runner.staging / small / "inputs" / "big.bin").is_file()
-            assert not (runner.staging / large).exists()
-            assert (jobs / large / "inputs" / "big.bin").read_bytes() == big
-            assert not (jobs / small).exists()
-            runner.open("go")
-            for job_id in (small, large):
-                assert (await finished(client, served, job_id))["status"] == "completed"
-            assert runner.seen[large] == hashlib.sha256(big).hexdigest()
-            assert runner.seen[small] == hashlib.sha256(b"s").hexdigest()
-            record = served.service.jobs[large]
-            assert [(f.path, f.size) for f in record.inputs] == [
-                ("main.json", len(steps())),
-                ("big.bin", len(big)),
-            ]
-            assert list(runner.staging.iterdir()) == []
-            # One more waiting on the disk, cancelled while queued: its files go at once too.
-            blocker = await submit(client, served, {"main.json": steps({"wait": "again"})})
-            assert await wait_until_async(lambda: blocker in runner.started)
-            dropped = await submit(client, served, {"main.json": steps(), "big.bin": big})
-            assert (jobs / dropped / "inputs" / "big.bin").is_file()
-            answer = await client.delete(f"{served.url}/jobs/{dropped}")
-            assert answer.json()["failure"] == "cancelled", answer.text
-            assert await wait_until_async(lambda: not (jobs / dropped).exists())
-            runner.open("again")
+    async def scenario(served: Served, client: httpx.AsyncClient, runner: FakeRunner) -> None:
+        jobs = served.service.jobs_dir
+        blocker = await submit(client, served, {"main.json": steps({"wait": "go"})})
+        assert await wait_until_async(lambda: blocker in runner.started)
+        small = await submit(client, served, {"main.json": steps(), "big.bin": b"s"})
+        large = await submit(client, served, {"main.json": steps(), "big.bin": big})
+        # The small one fits in the tmpfs; the large one was begun there, did not fit, and
+        # was unpacked again into its dir on the disk, none of it left in the tmpfs.
+        assert (runner.staging / small / "inputs" / "big.bin").is_file()
+        assert not (runner.staging / large).exists()
+        assert (jobs / large / "inputs" / "big.bin").read_bytes() == big
+        assert not (jobs / small).exists()
+        runner.open("go")
+        for job_id in (small, large):
+            assert (await finished(client, served, job_id))["status"] == "completed"
+        assert recording.seen[large] == hashlib.sha256(big).hexdigest()
+        assert recording.seen[small] == hashlib.sha256(b"s").hexdigest()
+        record = served.service.jobs[large]
+        assert [(f.path, f.size) for f in record.inputs] == [
+            ("main.json", len(steps())),
+            ("big.bin", len(big)),
+        ]
+        assert list(runner.staging.iterdir()) == []
+        # One more waiting on the disk, cancelled while queued: its files go at once too.
+        blocker = await submit(client, served, {"main.json": steps({"wait": "again"})})
+        assert await wait_until_async(lambda: blocker in runner.started)
+        dropped = await submit(client, served, {"main.json": steps(), "big.bin": big})
+        assert (jobs / dropped / "inputs" / "big.bin").is_file()
+        answer = await client.delete(f"{served.url}/jobs/{dropped}")
+        assert answer.json()["failure"] == "cancelled", answer.text
+        assert await wait_until_async(lambda: not (jobs / dropped).exists())
+        runner.open("again")
 
     try:
-        asyncio.run(main())
+        run(scenario, tmp_path, recording, concurrency=1)
     finally:
-        subprocess.run(["umount", "-l", str(runner.staging)], check=False)
+        subprocess.run(["umount", "-l", str(staging)], check=False)

@@ -30,6 +30,16 @@ def need_sandbox() -> None:
     require(os.path.exists("/usr/bin/python3"), "Debian's /usr/bin/python3 (python3-venv)")
 
 
+def mounted_at(path: Path) -> list[str]:
+    """The filesystem types mounted exactly at `path` (per /proc/self/mountinfo), oldest first."""
+    found = []
+    for line in Path("/proc/self/mountinfo").read_text().splitlines():
+        fields = line.split()
+        if fields[4] == str(path):
+            found.append(fields[fields.index("-") + 1])
+    return found
+
+
 def tarball(files: dict[str, str | bytes], mode: int = 0o644) -> bytes:
     buffer = io.BytesIO()
     with tarfile.open(fileobj=buffer, mode="w:gz") as archive:
