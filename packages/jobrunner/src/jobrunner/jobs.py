@@ -172,9 +172,7 @@ class Job:
     delete_at: float | None = None  # monotonic time; set when the job finishes
     released: bool = False  # its rate-limit slot was given back
     queued_at: float = 0.0  # the service's clock when it was accepted (for the queue wait)
-    stdin: bool = (
-        False  # its manifest had stdin, kept beside its inputs (`STDIN_FILE`) till it runs
-    )
+    stdin: bool = False  # its manifest had stdin, kept beside its inputs (`STDIN_FILE`)
     # Where its unpacked upload (`inputs/`) and stdin wait until it runs: a dir on the sandbox's
     # staging tmpfs, or (None) its own directory on the state dir's disk.
     staged: Path | None = None

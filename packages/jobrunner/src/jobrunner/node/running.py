@@ -10,6 +10,7 @@ import asyncio
 import contextlib
 import logging
 import shutil
+from collections.abc import Callable
 
 from jobrunner import errors, signing
 from jobrunner.environments import EnvironmentUnavailable
@@ -176,20 +177,21 @@ class JobRunning(JobState):
             self.limiter.cpu_used(job.client, job.id, job.cpu_seconds)
             self.limiter.finished(job.client, job.id)
 
+    def _in_background(self, work: Callable[..., object], *args: object) -> None:
+        """`work(*args)` in the thread pool, not waited for. (With the pool shut down the server
+        is stopping, and what it would have removed goes with the staging tmpfs.)"""
+        with contextlib.suppress(RuntimeError):
+            asyncio.get_running_loop().run_in_executor(None, work, *args)
+
     def _finish(self, job: Job, started: float, note: str | None) -> None:
         self._release(job)
         # Its upload goes now rather than with its record at the end of the retention: all its
         # files if it never ran (cancelled while queued, its environment failed; it has no
-        # outputs), its staged upload if a set-up that failed left it there. (With the thread
-        # pool shut down the server is stopping, and the staging tmpfs goes with it.)
-        staged = job.staged
-        if job.started_at is None or (staged is not None and staged.exists()):
-            with contextlib.suppress(RuntimeError):
-                loop = asyncio.get_running_loop()
-                if staged is None or job.started_at is None:
-                    loop.run_in_executor(None, self._remove_files, job.id)
-                else:
-                    loop.run_in_executor(None, shutil.rmtree, staged, True)
+        # outputs), its staged upload if a set-up that failed left it there.
+        if job.started_at is None:
+            self._in_background(self._remove_files, job.id)
+        elif job.staged is not None and job.staged.exists():
+            self._in_background(shutil.rmtree, job.staged, True)
         job.wall_seconds = self.clock() - started
         job.finished_at = timestamp()
         job.state = "completed" if job.failure is None and job.exit_code == 0 else "failed"
