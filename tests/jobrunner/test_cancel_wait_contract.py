@@ -10,6 +10,8 @@ from pathlib import Path
 
 import httpx
 
+from jobrunner.client import Client
+from jobrunner.wire import StatusRecord
 from support.fakerunner import Served, serving, steps
 from support.jobclient import tarball
 from support.servers import wait_until_async
@@ -113,7 +115,7 @@ def _streams(served: Served) -> int:
 
 
 def test_the_client_waits_by_long_polls_and_cancels(tmp_path):
-    from jobrunner.client import Client, JobrunnerError
+    from jobrunner.client import JobrunnerError
 
     async def scenario(served: Served) -> None:
         async with Client(served.url) as client:
@@ -226,17 +228,9 @@ def test_submit_with_a_bad_wait_or_no_stream_left_queues_nothing(tmp_path):
 
 
 def test_the_client_submits_and_waits_in_one_request(tmp_path):
-    from jobrunner.client import Client
-
     async def scenario(served: Served) -> None:
         async with Client(served.url) as client:
-            waiting = asyncio.ensure_future(
-                client.submit_and_wait(
-                    tarball=tarball({"main.json": steps({"wait": "go"}, {"out": "both\n"})}),
-                    entrypoint="main.json",
-                    interpreter="python",
-                )
-            )
+            waiting = _held_submit_and_wait(client, "both\n")
             # The submit's own request holds the stream: no second request for the wait.
             assert await wait_until_async(lambda: bool(served.runner.started))
             assert _streams(served) == 1 and not waiting.done()
@@ -254,7 +248,6 @@ def test_the_client_submits_and_waits_in_one_request(tmp_path):
 def test_the_client_submits_and_waits_with_a_server_older_than_the_wait(tmp_path):
     """A server that ignores `wait` on a submit (one older than it) answers at once with the
     job's id: the client goes on with long polls instead of failing on the answer's shape."""
-    from jobrunner.client import Client
 
     def older(app):
         async def without_submit_wait(scope, receive, send):
@@ -266,13 +259,7 @@ def test_the_client_submits_and_waits_with_a_server_older_than_the_wait(tmp_path
 
     async def scenario(served: Served) -> None:
         async with Client(served.url) as client:
-            waiting = asyncio.ensure_future(
-                client.submit_and_wait(
-                    tarball=tarball({"main.json": steps({"wait": "go"}, {"out": "late\n"})}),
-                    entrypoint="main.json",
-                    interpreter="python",
-                )
-            )
+            waiting = _held_submit_and_wait(client, "late\n")
             # The submit was answered; the client now waits by a long poll of its own.
             assert await wait_until_async(lambda: bool(served.runner.started))
             assert await wait_until_async(lambda: _streams(served) == 1)
@@ -282,3 +269,14 @@ def test_the_client_submits_and_waits_with_a_server_older_than_the_wait(tmp_path
             client.check(record)  # signed, with the hash the (older) submit announced
 
     run(scenario, tmp_path, wrap=older)
+
+
+def _held_submit_and_wait(client: Client, out: str) -> asyncio.Future[StatusRecord]:
+    """`Client.submit_and_wait`, started, of a job that prints `out` once the gate "go" opens."""
+    return asyncio.ensure_future(
+        client.submit_and_wait(
+            tarball=tarball({"main.json": steps({"wait": "go"}, {"out": out})}),
+            entrypoint="main.json",
+            interpreter="python",
+        )
+    )

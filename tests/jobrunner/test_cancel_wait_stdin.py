@@ -21,6 +21,7 @@ from support.jobclient import (
     log_of,
     release,
     submit,
+    submit_in_background,
     wait_finished,
     worker_key,
 )
@@ -362,13 +363,9 @@ def test_a_pool_whose_worker_dies_during_submit_and_wait_still_names_the_job(clu
     request waited. The answer is the worker's acceptance (its `job_id`), not a 502 without it,
     and the pool reports the job lost."""
     pool, (worker,) = cluster(workers=1)
-    answers: list[httpx.Response] = []
-    waiter = threading.Thread(
-        target=lambda: answers.append(
-            submit(pool.url, {"main.py": HELD}, {"entrypoint": "main.py"}, params={"wait": "60"})
-        )
+    waiter, answers = submit_in_background(
+        pool.url, {"main.py": HELD}, {"entrypoint": "main.py"}, params={"wait": "60"}
     )
-    waiter.start()
     try:
         assert wait_until(
             lambda: httpx.get(f"{worker.url}/stats").json()["system"]["active_jobs"] == 1,

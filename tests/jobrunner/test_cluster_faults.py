@@ -12,7 +12,7 @@ import pytest
 
 from jobrunner.sandbox.layout import Layout
 from support.clusternodes import let_go, running_on, status, submit_held
-from support.jobclient import HELD, submit, wait_finished, worker_key
+from support.jobclient import HELD, submit, submit_in_background, wait_finished, worker_key
 from support.servers import wait_until
 
 pytestmark = pytest.mark.timeout(600)
@@ -186,13 +186,9 @@ def test_a_store_outage_during_submit_and_wait_still_names_the_job(
     start_node(concurrency=1)
     front = start_node(concurrency=0)
     states = [state_dir / "s0", state_dir / "s1"]
-    answers: list[httpx.Response] = []
-    waiter = threading.Thread(
-        target=lambda: answers.append(
-            submit(front.url, {"main.py": HELD}, {"entrypoint": "main.py"}, params={"wait": "60"})
-        )
+    waiter, answers = submit_in_background(
+        front.url, {"main.py": HELD}, {"entrypoint": "main.py"}, params={"wait": "60"}
     )
-    waiter.start()
     try:
         # Running: its work dir is on the worker; the submit's request is still waiting.
         work = Layout.for_state(states[0]).work

@@ -5,6 +5,7 @@ import json
 import os
 import sys
 import tarfile
+import threading
 import time
 from pathlib import Path
 
@@ -63,6 +64,19 @@ def submit(
         timeout=30,
         **kwargs,
     )
+
+
+def submit_in_background(
+    url: str, files: dict[str, str | bytes], manifest: dict, **kwargs
+) -> tuple[threading.Thread, list[httpx.Response]]:
+    """`submit` in a thread of its own, started (a request that waits: `params={"wait": ..}`);
+    its answer is put in the list when it comes. Join the thread before reading it."""
+    answers: list[httpx.Response] = []
+    waiter = threading.Thread(
+        target=lambda: answers.append(submit(url, files, manifest, **kwargs)), daemon=True
+    )
+    waiter.start()
+    return waiter, answers
 
 
 def run_job(url: str, code: str, wait: float = 60, **manifest) -> dict:
