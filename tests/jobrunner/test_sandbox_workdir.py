@@ -279,6 +279,32 @@ def test_cancelled_mid_setup_waits_for_the_setup_then_leaves_no_mount(
     assert_nothing_left(sandbox, spec)
 
 
+def test_a_work_dir_holds_little_by_its_own_counters(sandbox):
+    # What decides whether a job is concluded on the event loop's thread: the tmpfs's counters,
+    # never a walk of what the job left.
+    work = sandbox.layout.work / "holds-little"
+    work.mkdir()
+    workdir_module.mount_tmpfs(work, 2**20, 100, 65534)
+    try:
+        assert workdir_module.holds_little(work)  # empty: its root only
+        files = [work / f"f{n}" for n in range(workdir_module.LITTLE_INODES - 1)]
+        for path in files:  # one page each: 15 pages, and 16 entries with the root
+            path.write_bytes(b"x")
+        assert workdir_module.holds_little(work)
+        (work / "one-too-many").mkdir()  # a directory is an entry as a file is
+        assert not workdir_module.holds_little(work)
+        (work / "one-too-many").rmdir()
+        for path in files:
+            path.unlink()
+        files[0].write_bytes(bytes(workdir_module.LITTLE_BYTES))
+        assert workdir_module.holds_little(work)
+        files[0].write_bytes(bytes(workdir_module.LITTLE_BYTES + 1))  # one page more
+        assert not workdir_module.holds_little(work)
+    finally:
+        workdir_module.unmount(work)
+        work.rmdir()
+
+
 def test_close_unmounts_what_jobs_left(sandbox):
     leftover = sandbox.layout.work / "left-by-a-job"
     leftover.mkdir()

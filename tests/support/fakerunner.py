@@ -30,7 +30,7 @@ from jobrunner.config import Settings
 from jobrunner.environments import MARKER
 from jobrunner.node.app import build_app
 from jobrunner.node.service import JobService
-from jobrunner.sandbox.jail import RunResult, RunSpec, collect_outputs
+from jobrunner.sandbox.runs import RunResult, RunSpec, collect_outputs
 from jobrunner.signing import WorkerKey
 from servekit import Listener, TrustedProxies
 from servekit.launcher import serve_async

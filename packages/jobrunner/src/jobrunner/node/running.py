@@ -129,6 +129,7 @@ class JobRunning(JobState):
                 storage_inodes=s.max_entries + 1000,
                 output_patterns=m.outputs,
                 inputs={item.path: item.sha256 for item in job.inputs},
+                inputs_bytes=sum(item.size for item in job.inputs),
                 max_outputs=s.max_outputs,
                 stdin=job.upload / STDIN_FILE if job.stdin else None,
                 staged=job.staged,

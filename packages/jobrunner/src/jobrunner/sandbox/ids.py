@@ -69,6 +69,7 @@ class JobIds:
 
     def __init__(self, ids: list[int], locks: list[int]) -> None:
         self._free = list(reversed(ids))  # `take` pops from the end: the lowest id first
+        self._count = len(ids)
         self._locks = locks  # held open for the server's lifetime
 
     @classmethod
@@ -116,6 +117,11 @@ class JobIds:
     @property
     def free(self) -> int:
         return len(self._free)
+
+    @property
+    def taken(self) -> int:
+        """Ids taken and not given back: jobs running or being taken down."""
+        return self._count - len(self._free)
 
     def take(self) -> int:
         if not self._free:  # the service never runs more jobs than it has slots

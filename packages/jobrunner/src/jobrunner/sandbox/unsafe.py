@@ -12,7 +12,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from jobrunner.sandbox.jail import BASE_ENV, RunResult, RunSpec, collect_outputs
+from jobrunner.sandbox.jail import BASE_ENV
+from jobrunner.sandbox.runs import RunResult, RunSpec, collect_outputs
 from jobrunner.wire import Failure
 
 

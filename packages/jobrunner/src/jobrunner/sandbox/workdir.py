@@ -112,6 +112,21 @@ def is_full(path: Path, slack_bytes: int = 64 * 1024) -> bool:
     return info.f_bavail * info.f_frsize < slack_bytes or info.f_favail == 0
 
 
+# A work dir holding at most this much (files and directories, its root included; bytes in
+# whole pages) is little enough to conclude on the event loop's thread (`Sandbox.run`).
+LITTLE_INODES = 16
+LITTLE_BYTES = 64 * 1024
+
+
+def holds_little(path: Path) -> bool:
+    """Whether the tmpfs at `path` holds at most `LITTLE_INODES` entries and `LITTLE_BYTES`: told
+    by the filesystem's counters in one call, whatever the job left (walking a big tree to find
+    out would itself block)."""
+    info = os.statvfs(path)
+    used_bytes = (info.f_blocks - info.f_bfree) * info.f_frsize
+    return info.f_files - info.f_ffree <= LITTLE_INODES and used_bytes <= LITTLE_BYTES
+
+
 class InputsDoNotFit(Exception):
     """The work dir ran out of room (bytes or inodes) while the inputs were copied in."""
 
