@@ -42,6 +42,7 @@ async def _till_done(work: Awaitable[T], stop: Callable[[], None]) -> T:
     and gives its client's slot back, neither of which may happen while the thread still runs:
     the slot is what bounds each client's unpacking threads."""
     task = asyncio.ensure_future(work)
+    del work  # (the same future when it is one: see `finally`)
     try:
         return await asyncio.shield(task)
     except asyncio.CancelledError:
@@ -160,7 +161,10 @@ class Intake(JobState):
                     self._remove_files(job_dir.name)
 
         try:
-            await _till_done(asyncio.to_thread(unpack), budget.stop)
+            # Handed to the executor at once, as `sandbox.awaiting.in_thread_to_the_end` does
+            # (`to_thread` would first need a task and a turn of the loop); not named here, for
+            # the reason `_till_done` deletes its own name of it.
+            await _till_done(asyncio.get_running_loop().run_in_executor(None, unpack), budget.stop)
         except uploads.UploadError as error:
             raise errors.invalid_files(str(error)) from None
         except uploads.Expired:
