@@ -320,7 +320,7 @@ class Sandbox:
                 os.close(fd)
             # However far `_prepare` got, even if it failed or this task was cancelled: the
             # tmpfs lives in the host's RAM until it is unmounted. (`_conclude` did it already,
-            # unless it failed.)
+            # unless it failed; a job concluded on the loop's thread is taken down here.)
             try:
                 if cleaning:
                     await awaiting.in_thread_to_the_end(self._cleanup, spec.job_id, work)
