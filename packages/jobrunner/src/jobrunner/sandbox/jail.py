@@ -298,9 +298,9 @@ class Sandbox:
             # the job is published while its jail is taken down, not after (the teardown took
             # 0.4 ms of every job's latency). Handed to the executor at once, as in
             # `awaiting.in_thread_to_the_end`: a task around it would first wait a turn of the loop.
+            result_of = functools.partial(self._result, spec, work, job_cgroup, ended, stop)
             concluding = loop.run_in_executor(
-                None,
-                functools.partial(self._conclude, spec, work, job_cgroup, ended, stop, hand_over),
+                None, self._conclude, result_of, hand_over, spec.job_id, work
             )
             try:
                 await asyncio.wait({known, concluding}, return_when=asyncio.FIRST_COMPLETED)
@@ -329,22 +329,19 @@ class Sandbox:
 
     def _conclude(
         self,
-        spec: RunSpec,
-        work: Path,
-        job_cgroup: JobCgroup,
-        ended: tuple[int, resource.struct_rusage, float, bool],
-        stop: asyncio.Event,
+        result_of: Callable[[], RunResult],
         hand_over: Callable[[RunResult], None],
+        job_id: str,
+        work: Path,
     ) -> RunResult:
-        """Once the jail has ended (in a thread): the result, with the outputs copied out unless
-        the job was cancelled or never started, given to `hand_over`; then `_cleanup`, whatever
-        happened."""
+        """Once the jail has ended (in a thread): the result (`_result`'s) given to `hand_over`;
+        then `_cleanup`, whatever happened."""
         try:
-            result = self._result(spec, work, job_cgroup, ended, stop)
+            result = result_of()
             hand_over(result)
             return result
         finally:
-            self._cleanup(spec.job_id, work)
+            self._cleanup(job_id, work)
 
     def _result(
         self,
