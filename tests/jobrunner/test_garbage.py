@@ -52,7 +52,7 @@ def get(path: str) -> bytes:
     return f"GET {path} HTTP/1.1\r\nHost: test\r\nConnection: close\r\n\r\n".encode()
 
 
-def submit(files: list[tuple[str, bytes]], manifest: dict) -> bytes:
+def submit(files: list[tuple[str, bytes]], manifest: dict, path: str = "/submit") -> bytes:
     body = b""
     for name, data in [("manifest", json.dumps(manifest).encode()), *files]:
         disposition = f'form-data; name="{name}"'
@@ -62,7 +62,7 @@ def submit(files: list[tuple[str, bytes]], manifest: dict) -> bytes:
         body += data + b"\r\n"
     body += f"--{BOUNDARY}--\r\n".encode()
     head = (
-        "POST /submit HTTP/1.1\r\nHost: test\r\nConnection: close\r\n"
+        f"POST {path} HTTP/1.1\r\nHost: test\r\nConnection: close\r\n"
         f"Content-Type: multipart/form-data; boundary={BOUNDARY}\r\n"
         f"Content-Length: {len(body)}\r\n\r\n"
     )
@@ -177,6 +177,27 @@ def test_accepted_uploads_leave_no_cyclic_garbage(tmp_path):
         manifest = {"entrypoint": "main.json", "interpreter": "python"}
         raw = submit([("job.tar.gz", tarball({"main.json": steps({"out": "x"})}))], manifest)
         left = await garbage_of(served, lambda: exchange(served.url, raw), b"HTTP/1.1 200")
+        assert left <= BOUND, f"{left} objects of cyclic garbage"
+
+    run(scenario, tmp_path)
+
+
+def test_long_polls_answered_when_the_job_ends_leave_no_cyclic_garbage(tmp_path):
+    """`POST /submit?wait=60`, answered with the job's final record: the task that watched for
+    the client leaving is cancelled as the answer goes out and ends in a later turn of the
+    loop, awaited by nobody (its cancellation, traceback and frames, must not stay behind)."""
+
+    async def scenario(served: Served) -> None:
+        manifest = {"entrypoint": "main.json", "interpreter": "python"}
+        job = tarball({"main.json": steps({"out": "x"})})
+        raw = submit([("job.tar.gz", job)], manifest, "/submit?wait=60")
+
+        def submit_and_wait() -> bytes:
+            answer = exchange(served.url, raw)
+            assert b'"status":"completed"' in answer, answer[:300]
+            return answer
+
+        left = await garbage_of(served, submit_and_wait, b"HTTP/1.1 200")
         assert left <= BOUND, f"{left} objects of cyclic garbage"
 
     run(scenario, tmp_path)

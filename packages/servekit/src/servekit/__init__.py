@@ -14,7 +14,13 @@ from servekit.cors import CorsPolicy
 from servekit.errors import ErrorBody, HTTPError, error_response, exception_handlers
 from servekit.launcher import Listener, SideApp, serve
 from servekit.responses import JSONResponse
-from servekit.streaming import ClientFile, ClientStream, first_of, while_connected
+from servekit.streaming import (
+    ClientFile,
+    ClientStream,
+    first_of,
+    forget_cancellation,
+    while_connected,
+)
 
 __version__ = "0.1.0"
 
@@ -32,6 +38,7 @@ __all__ = [
     "error_response",
     "exception_handlers",
     "first_of",
+    "forget_cancellation",
     "rate_key",
     "serve",
     "while_connected",

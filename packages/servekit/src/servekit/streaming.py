@@ -37,12 +37,12 @@ async def first_of(*work: Awaitable[object]) -> None:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
         for task in tasks:
-            _drop_cancellation(task)
+            forget_cancellation(task)
     for task in done:
         task.result()
 
 
-def _drop_cancellation(task: asyncio.Future[object]) -> None:
+def forget_cancellation(task: asyncio.Future[Any]) -> None:
     """A cancelled task keeps the CancelledError it ended with until it is asked for it, and
     that exception's traceback holds the frames it passed through, some of which may hold the
     task (anyio's thread limiter keeps its borrower, the current task): a cycle that only the
