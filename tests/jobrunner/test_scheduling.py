@@ -3,6 +3,7 @@ plain list of (start, end) spans, the choice recomputed from it by brute force."
 
 from dataclasses import dataclass, field
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -87,6 +88,9 @@ def test_the_scheduler_agrees_with_the_model(ops, reserved):
     def take(free: int) -> Queued | None:
         order = scheduler.order()
         assert order == [job for job, _, _ in sorted(model.queued, key=order_key)]
+        # Each job's position is counted, not looked up in the sorted order: the two agree.
+        assert [scheduler.position(job) for job in order] == list(range(len(order)))
+        assert len(scheduler) == len(order)
         allowed = [job for job in order if job in heads() and may_start(job)] if free > 0 else []
         short = {job: is_short(job) for job in allowed}
         entry = scheduler.take(free)
@@ -230,3 +234,23 @@ def test_a_long_job_kept_from_the_reserved_slot_starts_once_it_has_waited_patien
     assert scheduler.take(1) is None
     clock.now += 1
     assert scheduler.take(1) is not None and len(scheduler) == 0
+
+
+def test_a_removed_or_requeued_job_leaves_or_takes_its_place_in_the_order():
+    """`remove` (a cancel) and `requeue` (its environment is being built) keep the count and
+    every position in step with the order."""
+    clock = Clock()
+    scheduler = Scheduler(window=WINDOW, slots=2, clock=clock)
+    for n in range(6):
+        scheduler.add(f"job{n}", CLIENTS[n % 3], 300)
+    scheduler.remove("job1")
+    assert scheduler.position("job1") is None and len(scheduler) == 5
+    taken = scheduler.take(1)
+    assert taken is not None and taken.job_id == "job0"
+    assert scheduler.position("job0") is None
+    scheduler.requeue(taken)
+    order = scheduler.order()
+    assert order[0] == "job0" and len(scheduler) == 5
+    assert [scheduler.position(job) for job in order] == list(range(5))
+    with pytest.raises(ValueError):
+        scheduler.remove("job1")
