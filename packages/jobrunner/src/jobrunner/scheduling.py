@@ -113,7 +113,7 @@ class Scheduler:
         if free <= 0:
             return None
         now = self.clock()
-        times = _Times(self._clients, self._slot_time, now)
+        times = self._times(now)
         room_for_long = len(self._long) < self.slots - self.reserved
         open_to_all = room_for_long or not self._short_clients_about(times)
         for _, _, key in self._ranked(times):
@@ -169,9 +169,8 @@ class Scheduler:
         """Job ids in the order they start if nothing changes from now on: by their client's
         slot time as of now, then by arrival (a client's own jobs stay in its order, and each
         next one meets the other clients' waiting heads by its arrival)."""
-        now = self.clock()
-        times = {key: self._slot_time(c, now) for key, c in self._clients.items() if c.queue}
-        queued = [entry for key in times for entry in self._clients[key].queue]
+        times = self._times(self.clock())
+        queued = [entry for client in self._clients.values() for entry in client.queue]
         return [e.job_id for e in sorted(queued, key=lambda e: (times[e.key], e.seq))]
 
     def position(self, job_id: str) -> int | None:
@@ -181,7 +180,7 @@ class Scheduler:
         entry = self._entries.get(job_id)
         if entry is None:
             return None
-        times = _Times(self._clients, self._slot_time, self.clock())
+        times = self._times(self.clock())
         mine = times[entry.key]
         ahead = 0
         for key, client in self._clients.items():
@@ -200,6 +199,9 @@ class Scheduler:
             for key, client in self._clients.items()
             if client.queue
         )
+
+    def _times(self, now: float) -> "_Times":
+        return _Times(self._clients, self._slot_time, now)
 
     def _slot_time(self, client: _Client, now: float) -> float:
         since = now - self.window

@@ -18,7 +18,7 @@ from servekit.streaming import (
     ClientFile,
     ClientStream,
     first_of,
-    forget_cancellation,
+    until_gone,
     while_connected,
 )
 
@@ -38,8 +38,8 @@ __all__ = [
     "error_response",
     "exception_handlers",
     "first_of",
-    "forget_cancellation",
     "rate_key",
     "serve",
+    "until_gone",
     "while_connected",
 ]

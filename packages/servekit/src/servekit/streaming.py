@@ -11,6 +11,7 @@ memory (a job's log) then runs to its end in one step of the event loop, whateve
 
 `ClientStream` checks for the disconnect before every chunk, yields to the event loop after each
 one (so that the disconnect is seen), and closes its iterator when the client leaves.
+`until_gone` runs work (a long poll's wait) until it ends or its client leaves, and
 `while_connected` does the same for a WebSocket handler that only sends: Starlette learns that a
 WebSocket client left only from `receive`, which such a handler never calls.
 """
@@ -18,12 +19,14 @@ WebSocket client left only from `receive`, which such a handler never calls.
 import asyncio
 import contextlib
 from collections.abc import AsyncIterable, Awaitable, Callable, Mapping
-from typing import Any
+from typing import Any, TypeVar
 
 from starlette.requests import ClientDisconnect
 from starlette.responses import FileResponse, StreamingResponse
 from starlette.types import Receive, Scope, Send
 from starlette.websockets import WebSocket
+
+T = TypeVar("T")
 
 
 async def first_of(*work: Awaitable[object]) -> None:
@@ -37,12 +40,12 @@ async def first_of(*work: Awaitable[object]) -> None:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
         for task in tasks:
-            forget_cancellation(task)
+            _forget_cancellation(task)
     for task in done:
         task.result()
 
 
-def forget_cancellation(task: asyncio.Future[Any]) -> None:
+def _forget_cancellation(task: asyncio.Future[Any]) -> None:
     """A cancelled task keeps the CancelledError it ended with until it is asked for it, and
     that exception's traceback holds the frames it passed through, some of which may hold the
     task (anyio's thread limiter keeps its borrower, the current task): a cycle that only the
@@ -136,12 +139,47 @@ class ClientFile(FileResponse):
                 self.on_close()
 
 
+async def until_gone(
+    receive: Callable[[], Awaitable[Mapping[str, Any]]], disconnect: str, work: Awaitable[T]
+) -> T | None:
+    """`work`'s result, or None once the client has gone (`receive` gave a `disconnect`
+    message; `work` is then cancelled). Whatever the client sends meanwhile is read and dropped.
+
+    `work` runs in the caller's own task, which a watcher task cancels if the client leaves:
+    when `work` ends, the caller goes on in the same turn of the event loop. (Raced in two tasks,
+    as `first_of` races work, an answer waited four more turns while both tasks ended.)"""
+    caller = asyncio.current_task()
+    assert caller is not None
+    gone = False
+    failure: list[Exception] = []  # what reading from the client raised, if it did
+
+    async def client_left() -> None:
+        nonlocal gone
+        try:
+            while (await receive())["type"] != disconnect:
+                pass
+        except Exception as error:
+            failure.append(error)
+        gone = True
+        caller.cancel()
+
+    watcher = asyncio.ensure_future(client_left())
+    try:
+        return await work
+    except asyncio.CancelledError:
+        if gone and caller.uncancel() == 0:  # the watcher's cancel, and only that
+            if failure:
+                raise failure[0] from None
+            return None
+        raise
+    finally:
+        # Not awaited (the caller would wait a turn for it): it ends on its own in a later turn,
+        # and its cancellation is taken out of it then.
+        watcher.cancel()
+        watcher.add_done_callback(_forget_cancellation)
+
+
 async def while_connected(websocket: WebSocket, work: Awaitable[None]) -> None:
     """Run `work`, which sends on an accepted `websocket`, until it ends or the client leaves
     (then it is cancelled). Whatever the client sends meanwhile is read and dropped."""
-
-    async def client_left() -> None:
-        while (await websocket.receive())["type"] != "websocket.disconnect":
-            pass
-
-    await first_of(work, client_left())
+    await until_gone(websocket.receive, "websocket.disconnect", work)

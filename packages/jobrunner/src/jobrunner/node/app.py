@@ -47,8 +47,8 @@ from servekit import (
     TrustedProxies,
     client_ip,
     descriptors,
-    forget_cancellation,
     rate_key,
+    until_gone,
     while_connected,
 )
 
@@ -85,34 +85,8 @@ def wait_seconds(request: Request) -> float | None:
 
 async def unless_gone(request: Request, work: Awaitable[T]) -> T | None:
     """`work`'s result, or None once the client has gone (`work` is then cancelled): a long poll
-    whose client left holds nothing until its time is up.
-
-    `work` runs in the request's own task, which a watcher cancels if the client leaves: when the
-    job ends, its answer is written in the same turn of the event loop. (Raced in two tasks, as
-    `first_of` races work, the answer waited four more turns while the tasks ended.)"""
-    request_task = asyncio.current_task()
-    assert request_task is not None
-    gone = False
-
-    async def client_left() -> None:
-        nonlocal gone
-        while (await request.receive())["type"] != "http.disconnect":
-            pass
-        gone = True
-        request_task.cancel()
-
-    watcher = asyncio.ensure_future(client_left())
-    try:
-        return await work
-    except asyncio.CancelledError:
-        if gone and request_task.uncancel() == 0:  # the watcher's cancel, and only that
-            return None
-        raise
-    finally:
-        # Not awaited (the answer would wait for it): it ends on its own in a later turn, and
-        # its cancellation is taken out of it then (`forget_cancellation`).
-        watcher.cancel()
-        watcher.add_done_callback(forget_cancellation)
+    whose client left holds nothing until its time is up."""
+    return await until_gone(request.receive, "http.disconnect", work)
 
 
 def _limited(receive: Receive, limit: int, limit_mb: int) -> Receive:
