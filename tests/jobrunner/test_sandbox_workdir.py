@@ -67,7 +67,7 @@ def page_hungry_tarball(files: int, size: int) -> bytes:
 # --- filling the work dir -------------------------------------------------------------------------
 
 
-def test_fill_copies_any_depth_keeps_modes_and_times_and_follows_no_link(state_dir):
+def test_fill_copies_any_depth_and_size_keeps_modes_and_times_and_follows_no_link(state_dir):
     need_sandbox()  # root: the copies go to the job's user
     inputs, work = state_dir / "inputs", state_dir / "work"
     deep = inputs
@@ -82,8 +82,12 @@ def test_fill_copies_any_depth_keeps_modes_and_times_and_follows_no_link(state_d
     os.utime(inputs / "run.sh", (1_000_000_000, 1_000_000_000))
     os.utime(inputs / "d", (1_000_000_000, 1_000_000_000))
     (inputs / "link").symlink_to("/etc/passwd")
+    big = os.urandom(3 * 2**20 + 17)  # copied in the kernel, maybe in several calls: all of it
+    (inputs / "big.bin").write_bytes(big)
+    (inputs / "empty").write_bytes(b"")
     work.mkdir()
     workdir_module.fill(inputs, work, 2_000_000_007)  # the job's host uid and gid
+    assert (work / "big.bin").read_bytes() == big and (work / "empty").read_bytes() == b""
     copy = work.joinpath(*["d"] * 600, "f")
     assert copy.read_text() == "bottom" and copy.stat().st_uid == 2_000_000_007
     assert (work / "run.sh").stat().st_mode & 0o7777 == 0o751

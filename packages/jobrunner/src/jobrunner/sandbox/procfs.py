@@ -26,6 +26,7 @@ Kept as they are, because hiding them would gain nothing or break programs:
   (Docker's default profile allows it too).
 """
 
+import functools
 import os
 import uuid
 from pathlib import Path
@@ -42,6 +43,7 @@ FS_COUNTERS = {
 }
 
 
+@functools.lru_cache(maxsize=16)  # a handful of limits in use; built for every job's set-up
 def meminfo(memory_bytes: int) -> str:
     """The job's memory limit as the machine's memory, all of it free, no swap."""
     total = memory_bytes // 1024
@@ -149,13 +151,25 @@ def write_shared(directory: Path) -> list[tuple[Path, str]]:
 def write(directory: Path, memory_bytes: int) -> list[tuple[Path, str]]:
     """Write one job's own files into `directory` (new, readable by the jail's user) and return
     their binds, for those the host has: they go with the binds of `write_shared`."""
-    directory.mkdir(mode=0o711)
-    _write(directory / "meminfo", meminfo(memory_bytes))
-    _write(directory / "boot_id", f"{uuid.uuid4()}\n")
-    return _binds(directory, list(PER_JOB))
+    os.mkdir(directory, 0o711)
+    _write(f"{directory}/meminfo", meminfo(memory_bytes))
+    _write(f"{directory}/boot_id", f"{uuid.uuid4()}\n")
+    return [(directory / name, target) for name, target in _per_job_targets()]
 
 
-def _write(path: Path, content: str) -> None:
-    with open(path, "x") as handle:
-        handle.write(content)
-        os.fchmod(handle.fileno(), 0o444)  # whatever the umask
+@functools.cache
+def _per_job_targets() -> tuple[tuple[str, str], ...]:
+    """`PER_JOB`'s names and the host files they cover, of those the host has (looked up once:
+    the host's /proc does not change while it runs)."""
+    return tuple((name, _target(name)) for name in PER_JOB if os.path.exists(_target(name)))
+
+
+def _write(path: Path | str, content: str) -> None:
+    """A new read-only file: by descriptor (a text `open()` added an fstat, an ioctl and an lseek
+    to each of a job's files), its mode set after the umask had its say."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o444)
+    try:
+        os.write(fd, content.encode())
+        os.fchmod(fd, 0o444)  # whatever the umask
+    finally:
+        os.close(fd)

@@ -146,26 +146,49 @@ def fill(inputs: Path, work: Path, owner: int) -> None:
 
 
 def _copy_tree(source: Path, target: Path, owner: int) -> None:
-    directories = [(source, target)]
-    pending = [(source, target)]
+    # Plain strings, not Paths, and `_copy_file`'s descriptors: this is on every job's set-up,
+    # and `shutil.copyfile` + `copystat` + `lchown` took 0.14 ms for a one-file upload.
+    directories = [(str(source), str(target))]
+    pending = [(str(source), str(target))]
     while pending:
         source_dir, target_dir = pending.pop()
         with os.scandir(source_dir) as entries:
             for entry in entries:
-                here, there = Path(entry.path), target_dir / entry.name
+                there = os.path.join(target_dir, entry.name)
                 if entry.is_dir(follow_symlinks=False):
-                    there.mkdir()
-                    directories.append((here, there))
-                    pending.append((here, there))
+                    os.mkdir(there, 0o700)
+                    os.lchown(there, owner, owner)
+                    directories.append((entry.path, there))
+                    pending.append((entry.path, there))
                 elif entry.is_file(follow_symlinks=False):
-                    shutil.copyfile(here, there, follow_symlinks=False)
-                    shutil.copystat(here, there, follow_symlinks=False)
-                else:
-                    continue
-                os.lchown(there, owner, owner)
+                    _copy_file(entry.path, there, owner)
     # Last, children first: writing into a directory changes its times.
     for here, there in reversed(directories):
-        shutil.copystat(here, there, follow_symlinks=False)
+        info = os.lstat(here)
+        os.chmod(there, stat.S_IMODE(info.st_mode))
+        os.utime(there, ns=(info.st_atime_ns, info.st_mtime_ns), follow_symlinks=False)
+
+
+def _copy_file(source: str, target: str, owner: int) -> None:
+    """One regular file, its bytes by `sendfile` (in the kernel), then its owner, its mode (after
+    the owner: a chown clears set-id bits) and its times, all through the new file's descriptor.
+    Neither end follows a link."""
+    reading = os.open(source, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    try:
+        info = os.fstat(reading)
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+        writing = os.open(target, flags, 0o600)
+        try:
+            left = info.st_size
+            while left > 0 and (sent := os.sendfile(writing, reading, None, left)):
+                left -= sent
+            os.fchown(writing, owner, owner)
+            os.fchmod(writing, stat.S_IMODE(info.st_mode))
+            os.utime(writing, ns=(info.st_atime_ns, info.st_mtime_ns))
+        finally:
+            os.close(writing)
+    finally:
+        os.close(reading)
 
 
 # --- outputs -------------------------------------------------------------------------------------
