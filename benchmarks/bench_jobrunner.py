@@ -22,6 +22,7 @@ import aiohttp
 import httpx
 
 from jobrunner.client import Client
+from jobrunner.client.library import _form as submit_form  # the body Client sends
 from run import Row
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -164,10 +165,10 @@ async def _submit_and_wait_async(
 ) -> None:
     """`_submit_and_wait`, as one of many clients at once (each as itself: `headers` name it),
     with the requests `jobrunner.client.Client` makes, on aiohttp as it does."""
-    form = aiohttp.FormData()
-    form.add_field("manifest", '{"entrypoint": "main.py"}')
-    form.add_field("files", tarball(HELLO), filename="job.tar.gz", content_type="application/gzip")
-    async with session.post(f"{url}/submit", data=form, headers=headers) as response:
+    form = submit_form(None, tarball(HELLO), entrypoint="main.py")
+    async with session.post(
+        f"{url}/submit", data=form.data, headers={**form.headers, **headers}
+    ) as response:
         assert response.status == 200, await response.text()
         job = (await response.json())["job_id"]
     params = {"wait": "60"}
@@ -180,11 +181,11 @@ async def _submit_waiting_async(
     session: aiohttp.ClientSession, url: str, headers: dict[str, str]
 ) -> None:
     """`_submit_waiting` as one of many clients: one request, `POST /submit?wait=60`."""
-    form = aiohttp.FormData()
-    form.add_field("manifest", '{"entrypoint": "main.py"}')
-    form.add_field("files", tarball(HELLO), filename="job.tar.gz", content_type="application/gzip")
+    form = submit_form(None, tarball(HELLO), entrypoint="main.py")
     params = {"wait": "60"}
-    async with session.post(f"{url}/submit", data=form, params=params, headers=headers) as answer:
+    async with session.post(
+        f"{url}/submit", data=form.data, params=params, headers={**form.headers, **headers}
+    ) as answer:
         record = await answer.json()
         assert record["status"] == "completed", record
 

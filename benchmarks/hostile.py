@@ -87,6 +87,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent / "tests"))
 
+from jobrunner.client.library import _form as submit_form  # noqa: E402 -- the body Client sends
 from run import Row, print_table  # noqa: E402
 from support.hostiletar import pax_globals  # noqa: E402
 from support.jobclient import tarball  # noqa: E402
@@ -257,16 +258,11 @@ async def normal_job(
     requests `jobrunner.client.Client` makes, on aiohttp as it does. (seconds, record), or
     (seconds, None) if refused."""
     started = time.monotonic()
-    form = aiohttp.FormData()
-    form.add_field("manifest", json.dumps({"entrypoint": "main.py", "timeout": 30}))
-    form.add_field(
-        "files",
-        tarball({"main.py": NORMAL}),
-        filename="job.tar.gz",
-        content_type="application/gzip",
-    )
+    form = submit_form(None, tarball({"main.py": NORMAL}), entrypoint="main.py", timeout=30)
     headers = {"X-Forwarded-For": ip}
-    async with session.post(f"{url}/submit", data=form, headers=headers) as reply:
+    async with session.post(
+        f"{url}/submit", data=form.data, headers={**form.headers, **headers}
+    ) as reply:
         if reply.status != 200:
             return time.monotonic() - started, None
         job_id = (await reply.json())["job_id"]

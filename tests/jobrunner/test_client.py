@@ -5,6 +5,8 @@ import os
 import subprocess
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from jobrunner.client import Client, JobrunnerError, pack, verify
 from support.jobclient import GENEROUS, JOBRUNNER
@@ -172,3 +174,71 @@ def test_command_line_submit_sets_every_manifest_field(start_server, tmp_path):
     inputs = [("run.py", hashlib.sha256(code.encode()).hexdigest())]
     record = httpx.get(f"{server.url}/status/{job_id}").json()
     assert record["job_hash"] == job_hash(expected, inputs)
+
+
+@pytest.mark.parametrize("upload_bytes", [0, 2**20 + 1], ids=["one-piece", "streamed"])
+def test_a_submit_carries_every_byte_of_its_form_either_way(server, tmp_path, upload_bytes):
+    """The library sends a small upload's form as one body it builds (with a boundary it checks
+    against the bytes) and a bigger one through aiohttp's FormData: the server gets the same
+    manifest, non-ASCII text included, and the same files, as the job shows."""
+    import hashlib
+
+    from jobrunner.client.library import ONE_PIECE_BYTES
+
+    folder = tmp_path / "p"
+    folder.mkdir()
+    code = (
+        "import hashlib, os, sys\nprint(*sys.argv[1:], os.environ['GREETING'])\n"
+        "print(hashlib.sha256(open('blob', 'rb').read()).hexdigest())\n"
+    )
+    (folder / "main.py").write_text(code)
+    blob = os.urandom(upload_bytes)  # incompressible: the tarball is larger than the blob
+    (folder / "blob").write_bytes(blob)
+    assert (len(pack(folder)) > ONE_PIECE_BYTES) == (upload_bytes > 0)
+
+    async def scenario():
+        async with Client(server.url) as client:
+            record = await client.submit_and_wait(
+                folder, entrypoint="main.py", args=["é ü", "雪"], env={"GREETING": "ß"}
+            )
+            log = [text async for text in client.follow(record.job_id)]
+            return record, "".join(log)
+
+    record, log = asyncio.run(scenario())
+    assert record.status == "completed", log
+    assert log == f"é ü 雪 ß\n{hashlib.sha256(blob).hexdigest()}\n"
+
+
+@settings(max_examples=200, deadline=None)
+@given(manifest=st.text(max_size=300), packed=st.binary(max_size=3000))
+def test_a_one_piece_form_parses_back_to_its_manifest_and_bytes(manifest, packed):
+    """What `_one_piece` builds, read by the server's own form parser (Starlette's), is the
+    manifest text and the packed bytes exactly: CRLFs, dashes and any UTF-8 included."""
+    from starlette.datastructures import UploadFile
+    from starlette.requests import Request
+
+    from jobrunner.client.library import _one_piece
+
+    upload = _one_piece(manifest, packed)
+    assert isinstance(upload.data, bytes)
+    body = upload.data
+
+    async def parsed():
+        sent = False
+
+        async def receive():
+            nonlocal sent
+            if sent:
+                return {"type": "http.disconnect"}
+            sent = True
+            return {"type": "http.request", "body": body, "more_body": False}
+
+        headers = [(b"content-type", upload.headers["Content-Type"].encode())]
+        request = Request({"type": "http", "method": "POST", "headers": headers}, receive)
+        form = await request.form()
+        files = form.getlist("files")
+        assert len(files) == 1 and isinstance(files[0], UploadFile)
+        assert files[0].filename == "job.tar.gz"
+        return form.get("manifest"), await files[0].read()
+
+    assert asyncio.run(parsed()) == (manifest, packed)

@@ -18,10 +18,12 @@ are percent-encoded into URLs, never pasted.
 
 import asyncio
 import io
+import secrets
 import ssl
 import tarfile
 import time
 from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 from urllib.parse import quote
@@ -39,6 +41,9 @@ T = TypeVar("T")
 DEFAULT_SERVER = "http://127.0.0.1:8080"
 LONG_POLL = 60.0  # seconds a `wait` asks the server to hold each status request (its maximum)
 _FINISHED = ("completed", "failed")
+# A packed upload up to this size is sent as one body built in memory (see `_one_piece`); a
+# bigger one streams from aiohttp's FormData rather than being copied once more.
+ONE_PIECE_BYTES = 1 << 20
 
 
 class JobrunnerError(Exception):
@@ -199,17 +204,19 @@ class Client:
         form = _form(
             path,
             tarball,
-            entrypoint,
-            interpreter,
-            environment,
-            args,
-            env,
-            outputs,
-            timeout,
-            memory_mb,
-            stdin,
+            entrypoint=entrypoint,
+            interpreter=interpreter,
+            environment=environment,
+            args=args,
+            env=env,
+            outputs=outputs,
+            timeout=timeout,
+            memory_mb=memory_mb,
+            stdin=stdin,
         )
-        async with self.session.post(f"{self.server}/submit", data=form) as response:
+        async with self.session.post(
+            f"{self.server}/submit", data=form.data, headers=form.headers
+        ) as response:
             result = await self._decoded(response, SubmitResult)
         self.submitted[result.job_id] = result.job_hash
         return result
@@ -235,22 +242,26 @@ class Client:
         form = _form(
             path,
             tarball,
-            entrypoint,
-            interpreter,
-            environment,
-            args,
-            env,
-            outputs,
-            timeout,
-            memory_mb,
-            stdin,
+            entrypoint=entrypoint,
+            interpreter=interpreter,
+            environment=environment,
+            args=args,
+            env=env,
+            outputs=outputs,
+            timeout=timeout,
+            memory_mb=memory_mb,
+            stdin=stdin,
         )
         timeout_ = aiohttp.ClientTimeout(
             total=None, sock_connect=self._timeout.sock_connect, sock_read=LONG_POLL + 30
         )
         params = {"wait": f"{LONG_POLL:g}"}
         async with self.session.post(
-            f"{self.server}/submit", data=form, params=params, timeout=timeout_
+            f"{self.server}/submit",
+            data=form.data,
+            headers=form.headers,
+            params=params,
+            timeout=timeout_,
         ) as response:
             await self._raise_for_error(response)
             body = await response.read()
@@ -375,16 +386,17 @@ class Client:
 def _form(
     path: str | Path | None,
     tarball: bytes | None,
+    *,
     entrypoint: str,
-    interpreter: str | None,
-    environment: str | None,
-    args: Sequence[str],
-    env: dict[str, str] | None,
-    outputs: Sequence[str] | None,
-    timeout: int | None,
-    memory_mb: int | None,
-    stdin: str | None,
-) -> aiohttp.FormData:
+    interpreter: str | None = None,
+    environment: str | None = None,
+    args: Sequence[str] = (),
+    env: dict[str, str] | None = None,
+    outputs: Sequence[str] | None = None,
+    timeout: int | None = None,
+    memory_mb: int | None = None,
+    stdin: str | None = None,
+) -> "_Upload":
     """The `POST /submit` form: the manifest (only the fields given) and the packed files."""
     manifest: dict[str, Any] = {"entrypoint": entrypoint}
     for key, value in (
@@ -399,12 +411,40 @@ def _form(
     ):
         if value is not None:
             manifest[key] = value
-    form = aiohttp.FormData()
-    form.add_field("manifest", msgspec.json.encode(manifest).decode())
-    form.add_field(
-        "files",
-        tarball if tarball is not None else pack(path or "."),
-        filename="job.tar.gz",
-        content_type="application/gzip",
+    text = msgspec.json.encode(manifest).decode()
+    packed = tarball if tarball is not None else pack(path or ".")
+    if len(packed) > ONE_PIECE_BYTES:
+        form = aiohttp.FormData()
+        form.add_field("manifest", text)
+        form.add_field("files", packed, filename="job.tar.gz", content_type="application/gzip")
+        return _Upload(form, {})
+    return _one_piece(text, packed)
+
+
+def _one_piece(manifest: str, packed: bytes) -> "_Upload":
+    """The form as one body, which goes out in one write: aiohttp's FormData writes each part's
+    headers and bytes apart (nine sends for a hello world), and the server read them as many
+    pieces (0.16 to 0.22 ms of a small job's submit-to-completed). The boundary is random and
+    checked against what it encloses, as RFC 2046 requires."""
+    while True:
+        boundary = secrets.token_hex(16)
+        if boundary.encode() not in packed and boundary not in manifest:
+            break
+    head = (
+        f"--{boundary}\r\n"
+        'Content-Disposition: form-data; name="manifest"\r\n\r\n'  # text, UTF-8 (RFC 7578)
+        f"{manifest}\r\n"
+        f"--{boundary}\r\n"
+        'Content-Disposition: form-data; name="files"; filename="job.tar.gz"\r\n'
+        "Content-Type: application/gzip\r\n\r\n"
     )
-    return form
+    body = b"".join((head.encode(), packed, f"\r\n--{boundary}--\r\n".encode()))
+    return _Upload(body, {"Content-Type": f"multipart/form-data; boundary={boundary}"})
+
+
+@dataclass(frozen=True)
+class _Upload:
+    """A submit's body (`data=`) and the headers that go with it."""
+
+    data: bytes | aiohttp.FormData
+    headers: dict[str, str]
