@@ -15,11 +15,19 @@ nsjail moving its child into cgroups of its own takes the kernel's host-wide loc
 migrations, which waits for an RCU grace period (12 ms of every job's start on a 2-core host).
 The process that starts nsjail enters its cgroups by writing `0` to their `tasks` files: a thread
 moving itself takes no such lock (and that shell has one thread, so the process moves).
+
+On v1 a job's cgroups are made ahead, while no job waits for them (`make_spares`, after a job's
+teardown): a job's set-up then renames a spare set to its id (0.03 ms) instead of making its four
+cgroups and limits (0.23 ms, a twentieth of what the server adds to a hello world). v2 refuses to
+rename a cgroup, so there every job's are made in its set-up.
 """
 
 import contextlib
+import itertools
 import os
+import threading
 import time
+from collections import deque
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,6 +40,7 @@ DEFAULT_WEIGHT = 100  # cgroup v2's `cpu.weight` default (v1: `cpu.shares` 1024)
 CAP_PERIOD_US = 100_000  # the CFS bandwidth period of a capped job
 PIDS_MAX = 256  # processes of one jail: fork bombs stop here
 JAIL_LEAF = "jail"  # v1: the job's CPU child that holds nsjail and the jail, with the quota
+SPARE = ".spare-"  # v1: a spare set's name is this and a number (a job id never has a dot)
 _CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 _PAGE_BYTES = os.sysconf("SC_PAGE_SIZE")
 
@@ -269,6 +278,10 @@ class Cgroups:
         self.memsw = False
         self.tcp = False
         self.slots = 1  # jobs run at once: the jobs' groups weigh as much as that many processes
+        self._spares: deque[tuple[str, int]] = deque()  # v1: (name, memory limit) made ahead
+        self._spare_names = itertools.count()
+        self._making = 0  # spares being made now (by the teardown threads)
+        self._spares_lock = threading.Lock()
 
     @classmethod
     def detect(cls, instance: str = "default") -> "Cgroups | None":
@@ -366,7 +379,10 @@ class Cgroups:
 
         Returns how many job cgroups were found."""
         first = self._instance_dirs()[0]
-        found = sum(1 for child in first.iterdir() if child.is_dir()) if first.is_dir() else 0
+        found = 0
+        if first.is_dir():
+            found = sum(1 for c in first.iterdir() if c.is_dir() and not c.name.startswith(SPARE))
+        self._spares.clear()
         _kill_and_remove(self._instance_dirs(), self.version)
         return found
 
@@ -398,7 +414,41 @@ class Cgroups:
         if left:
             _kill_and_remove(left, self.version)
 
+    def make_spares(self, memory_bytes: int) -> None:
+        """v1: make spare sets (one per slot at most, limited for `memory_bytes`) for the next
+        jobs' `create`. Blocks for a quarter of a millisecond a set: a teardown's thread calls
+        it. A failure is left to the set-up, which then makes its job's cgroups itself."""
+        if self.version != 1:
+            return
+        with self._spares_lock:
+            wanted = self.slots - len(self._spares) - self._making
+            if wanted <= 0:
+                return
+            self._making += wanted
+        try:
+            for _ in range(wanted):
+                name = f"{SPARE}{next(self._spare_names)}"
+                try:
+                    self._create(name, memory_bytes)
+                except OSError:
+                    self.remove(name)
+                    return
+                self._spares.append((name, memory_bytes))
+        finally:
+            with self._spares_lock:
+                self._making -= wanted
+
     def create(self, job_id: str, memory_bytes: int) -> JobCgroup:
+        try:
+            spare, made_for = self._spares.popleft()
+        except IndexError:
+            pass
+        else:
+            try:
+                return self._adopt(spare, made_for, job_id, memory_bytes)
+            except OSError:  # our parents were removed while we ran, say: made anew below
+                self.remove(job_id)
+                self.remove(spare)
         try:
             return self._create(job_id, memory_bytes)
         except FileNotFoundError:  # our parents were removed while we ran
@@ -426,12 +476,29 @@ class Cgroups:
         (cpu / JAIL_LEAF).mkdir()
         _write(cpu / JAIL_LEAF / "cpu.cfs_period_us", str(CAP_PERIOD_US))
         _write(cpu / JAIL_LEAF / "cpu.cfs_quota_us", str(CAP_PERIOD_US))  # one core
+        self._limit_memory(memory, memory_bytes, raising=False)
+        return JobCgroup(1, memory, dirs)
+
+    def _adopt(self, spare: str, made_for: int, job_id: str, memory_bytes: int) -> JobCgroup:
+        """v1: the spare set `spare` (limited for `made_for` bytes) renamed to the job's."""
+        dirs = [self.mounts[c] / self.parent / job_id for c in CONTROLLERS]
+        for directory in dirs:
+            os.rename(directory.with_name(spare), directory)
+        if memory_bytes != made_for:
+            self._limit_memory(dirs[0], memory_bytes, raising=memory_bytes > made_for)
+        return JobCgroup(1, dirs[0], dirs)
+
+    def _limit_memory(self, memory: Path, memory_bytes: int, *, raising: bool) -> None:
+        """v1: the job's memory limits. The kernel keeps the memory+swap limit at least the
+        memory limit: raising, that one goes first."""
         # The memory limits are ours, on the job's cgroup, not nsjail's (which would put them on a
         # child it creates): v1 charges a socket's buffers only to the cgroup the socket was
         # created in, and only if that cgroup has a TCP limit of its own.
-        _write(memory / "memory.limit_in_bytes", str(memory_bytes))
+        names = ["memory.limit_in_bytes"]
         if self.memsw:  # without this, swap would let a job exceed its memory limit
-            _write(memory / "memory.memsw.limit_in_bytes", str(memory_bytes))
+            names.insert(0 if raising else 1, "memory.memsw.limit_in_bytes")
+        for name in names:
+            _write(memory / name, str(memory_bytes))
         if self.tcp:
             # v1 does not charge TCP buffers to memory.limit_in_bytes; they have a counter of
             # their own, off until a limit is set. Without it, loopback sockets inside the job's
@@ -439,7 +506,6 @@ class Cgroups:
             # the kernel still grants every socket a small minimum beyond it (about 60 KiB,
             # with at most 1024 descriptors), so buffers plus that stay within the job's limit.
             _write(memory / "memory.kmem.tcp.limit_in_bytes", str(memory_bytes // 2))
-        return JobCgroup(1, memory, dirs)
 
     def flags(self, job: JobCgroup, memory_bytes: int) -> list[str]:
         """nsjail flags placing the jail under the job's cgroups, with its limits."""

@@ -88,6 +88,7 @@ class Sandbox:
         self.job_ids = job_ids
         self.shared_proc_binds = shared_proc_binds  # `procfs.write_shared`'s, for every jail
         self.cpu_share = CpuShare()
+        self.spare_memory: int | None = None  # the memory limit of spare cgroups: the last job's
         self.mode = "sandbox: root"  # the start-up line naming the mode and what it lacks
         self.staging = layout.staging  # where queued uploads wait (`Intake._unpack`)
 
@@ -387,10 +388,13 @@ class Sandbox:
             # `run`, beside the job rather than before it: 9,000 files took 55 ms here.)
             shutil.rmtree(spec.staged, ignore_errors=True)
         job_cgroup = self.cgroups.create(spec.job_id, spec.memory_bytes)
+        self.spare_memory = spec.memory_bytes
         return job_cgroup, Jail(work, uid, proc_binds, stdin)
 
     def _cleanup(self, job_id: str, work: Path) -> None:
-        """Undo whatever of `_prepare` happened: the processes die first, then the mount goes."""
+        """Undo whatever of `_prepare` happened: the processes die first, then the mount goes.
+        Then, in the same thread, the next jobs' spare cgroups are made (`Cgroups.make_spares`):
+        the slot is still this job's, so no job waits for them."""
         try:
             self.cgroups.remove(job_id)
         finally:
@@ -402,6 +406,8 @@ class Sandbox:
             shutil.rmtree(self.layout.proc / job_id, ignore_errors=True)
             # Its upload, if a failed set-up left it staged (the usual case: gone already).
             shutil.rmtree(self.layout.staging / job_id, ignore_errors=True)
+        if self.spare_memory is not None:
+            self.cgroups.make_spares(self.spare_memory)
 
     async def _execute(
         self,
