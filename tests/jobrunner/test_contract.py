@@ -397,6 +397,9 @@ def test_a_hostile_tar_is_a_400_and_health_answers_meanwhile(tmp_path, monkeypat
             health_answered.wait(20)
 
     monkeypatch.setattr(uploads, "extract_tarball", extract_until_health_answered)
+    # Every upload to a thread: a little one is unpacked on the loop's thread, bounded (the next
+    # test), and this one's extraction waits for /health.
+    monkeypatch.setattr(uploads, "LITTLE_UPLOAD", 0)
 
     async def scenario(served: Served) -> None:
         async with httpx.AsyncClient(timeout=20) as client:
@@ -416,6 +419,33 @@ def test_a_hostile_tar_is_a_400_and_health_answers_meanwhile(tmp_path, monkeypat
             assert response.json()["error"] == "Invalid manifest"
             assert hostiletar.DETAILS[attack] in response.json()["details"]
             assert os.listdir(served.service.jobs_dir) == []
+
+    run(scenario, tmp_path)
+
+
+@pytest.mark.timeout(30)
+@pytest.mark.parametrize("attack", sorted(hostiletar.ATTACKS))
+def test_a_hostile_tar_is_refused_alike_whichever_thread_unpacks_it(tmp_path, attack):
+    """As it comes: a little upload (most of these attacks are a few KiB) is unpacked on the event
+    loop's thread under the little bounds, and one that goes beyond them (or a big one) anew in a
+    thread. The answer is the same 400 either way, and nothing of the upload is left."""
+    body = hostiletar.ATTACKS[attack]()
+
+    async def scenario(served: Served) -> None:
+        async with httpx.AsyncClient(timeout=20) as client:
+            response = await client.post(
+                f"{served.url}/submit",
+                files={"files": ("job.tar.gz", body)},
+                data={"manifest": json.dumps({"entrypoint": "main.py"})},
+            )
+            assert response.status_code == 400
+            assert response.json()["error"] == "Invalid manifest"
+            assert hostiletar.DETAILS[attack] in response.json()["details"]
+            health = await client.get(f"{served.url}/health")
+            assert health.status_code == 200 and health.json()["status"] == "healthy"
+            assert os.listdir(served.service.jobs_dir) == []
+            staging = served.service.staging
+            assert staging is None or os.listdir(staging) == []
 
     run(scenario, tmp_path)
 
@@ -744,6 +774,9 @@ def test_a_cancelled_submit_waits_for_its_unpacking_thread(tmp_path, monkeypatch
             ended.set()
 
     monkeypatch.setattr(uploads, "extract_tarball", held_extract)
+    # In a thread, as a bigger upload is: a little one is unpacked on the event loop's thread,
+    # where nothing can cancel it midway (and its work is bounded).
+    monkeypatch.setattr(uploads, "LITTLE_UPLOAD", 0)
 
     async def scenario(served: Served) -> None:
         part = uploads.UploadPart("job.tar.gz", io.BytesIO(tarball({"main.json": steps()})))

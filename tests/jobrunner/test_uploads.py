@@ -2,6 +2,7 @@
 outside the job (checked as properties and through the real server)."""
 
 import gzip
+import hashlib
 import io
 import json
 import os
@@ -19,9 +20,12 @@ from hypothesis import strategies as st
 from jobrunner.sandbox import workdir
 from jobrunner.uploads import (
     HEADER_ALLOWANCE,
+    LITTLE_ENTRIES,
+    LITTLE_INFLATED,
     MAX_EXTENDED_HEADER,
     PAGE,
     Budget,
+    NotLittle,
     UploadError,
     UploadPart,
     extract_tarball,
@@ -30,7 +34,7 @@ from jobrunner.uploads import (
 )
 from support import hostiletar, require
 from support.hostiletar import BLOCK
-from support.jobclient import submit, tarball
+from support.jobclient import submit, tarball, wait_finished
 from support.servers import wait_until
 
 segment = st.text(
@@ -81,6 +85,40 @@ def test_safe_trees_round_trip_exactly(tmp_path_factory, files):
     extract_tarball(build([regular(n, d) for n, d in files.items()]), dest, budget)
     assert tree(dest) == files
     assert {f.path for f in budget.files} == set(files)
+
+
+@settings(
+    max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    st.dictionaries(
+        paths, st.binary(max_size=12_000) | st.integers(0, 90_000).map(bytes), max_size=24
+    )
+)
+def test_little_bounds_unpack_the_same_tree_or_stop_within_them(tmp_path_factory, files):
+    """Under the `little` bounds (a little upload unpacked on the event loop's thread) a tree is
+    unpacked exactly as without them, or the unpacking stops with NotLittle, having inflated at
+    most one byte past the bound and made at most one entry past it; unpacked anew without
+    them, it is the same tree."""
+    names = sorted(files)
+    files = {
+        n: d for n, d in files.items() if not any(other.startswith(n + "/") for other in names)
+    }
+    archive = build([regular(n, d) for n, d in files.items()]).getvalue()
+    little = Budget(10**7, 1000, little=(LITTLE_INFLATED, LITTLE_ENTRIES))
+    first = tmp_path_factory.mktemp("little")
+    try:
+        extract_tarball(io.BytesIO(archive), first, little)
+    except NotLittle:
+        assert little.inflated <= LITTLE_INFLATED + 1 and little.entries <= LITTLE_ENTRIES + 1
+        again = Budget(10**7, 1000)
+        second = tmp_path_factory.mktemp("anew")
+        extract_tarball(io.BytesIO(archive), second, again)
+        assert tree(second) == files and {f.path for f in again.files} == set(files)
+        assert again.inflated > LITTLE_INFLATED or again.entries > LITTLE_ENTRIES
+    else:
+        assert tree(first) == files and {f.path for f in little.files} == set(files)
+        assert little.inflated <= LITTLE_INFLATED and little.entries <= LITTLE_ENTRIES
 
 
 unsafe_kinds = st.sampled_from(
@@ -142,6 +180,24 @@ def test_gzip_bomb_stops_after_the_budget(tmp_path):
     with pytest.raises(UploadError, match="storage limit"):
         extract_tarball(raw, tmp_path, Budget(1_000_000, 100))
     assert sum(p.stat().st_size for p in tmp_path.rglob("*") if p.is_file()) == 0
+
+
+def test_a_little_gzip_bomb_stops_one_byte_past_the_little_bound(tmp_path):
+    """A few KiB as sent that would inflate to 1 GiB: under the little bounds the inflating stops
+    one byte past them, not a chunk (1 MiB) later."""
+    raw = io.BytesIO()
+    with (
+        gzip.GzipFile(fileobj=raw, mode="wb") as zipped,
+        tarfile.open(fileobj=zipped, mode="w|") as archive,
+    ):
+        info = tarfile.TarInfo("zeros.bin")
+        info.size = 2**30
+        archive.addfile(info, _Zeros(2**30))
+    raw.seek(0)
+    budget = Budget(10**10, 100, little=(LITTLE_INFLATED, LITTLE_ENTRIES))
+    with pytest.raises(NotLittle):
+        extract_tarball(raw, tmp_path, budget)
+    assert budget.inflated == LITTLE_INFLATED + 1
 
 
 class _Zeros(io.RawIOBase):
@@ -229,6 +285,45 @@ def test_server_refuses_gzip_bomb_early(server):
     response = submit(server.url, raw.getvalue(), {"entrypoint": "main.py"})
     assert response.status_code == 400
     assert "storage limit" in response.json()["details"]
+
+
+@pytest.mark.parametrize(
+    "extra",
+    [
+        {f"many/f{n}": f"{n}" for n in range(40)},  # more entries than a little upload's
+        {"zeros.bin": bytes(3 * LITTLE_INFLATED)},  # inflates beyond a little upload's bytes
+    ],
+    ids=["many-entries", "inflates"],
+)
+def test_an_upload_little_as_sent_but_not_unpacked_runs_with_every_file(server, extra):
+    """A few KiB as sent, more than a little upload once unpacked: it is unpacked anew in a
+    thread, and the job finds every file, as sent, and the job hash counts them all."""
+    body = tarball({"main.py": CHECK_ALL, **extra})
+    assert len(body) < 16 * 1024  # little as sent: tried on the event loop's thread first
+    expected = {
+        name: hashlib.sha256(data if isinstance(data, bytes) else data.encode())
+        for name, data in extra.items()
+    }
+    response = submit(
+        server.url,
+        body,
+        {
+            "entrypoint": "main.py",
+            "args": [json.dumps({name: digest.hexdigest() for name, digest in expected.items()})],
+        },
+    )
+    assert response.status_code == 200, response.text
+    record = wait_finished(server.url, response.json()["job_id"])
+    assert record["status"] == "completed", httpx.get(f"{server.url}/logs/{record['job_id']}").text
+    assert httpx.get(f"{server.url}/logs/{record['job_id']}").text == f"all {len(extra)} files\n"
+
+
+CHECK_ALL = """import hashlib, json, sys
+wanted = json.loads(sys.argv[1])
+for name, digest in wanted.items():
+    assert hashlib.sha256(open(name, "rb").read()).hexdigest() == digest, name
+print("all", len(wanted), "files")
+"""
 
 
 def test_executable_bit_is_kept_and_scripts_run(server):

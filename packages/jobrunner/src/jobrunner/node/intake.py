@@ -1,8 +1,9 @@
 """The submit path: admitting a client, unpacking and checking its upload, queueing the job.
 
 Separate from the running and the reads because it is the one part that takes a client's bytes:
-it validates the manifest, unpacks the tarballs in a thread under the upload's budget and
-deadline, and only then enqueues; everything it refuses is a domain error (`jobrunner.errors`).
+it validates the manifest, unpacks the tarballs in a thread (a little upload on the loop's thread,
+see `Intake._unpacked_here`) under the upload's budget and deadline, and only then enqueues;
+everything it refuses is a domain error (`jobrunner.errors`).
 The cluster node uses `_accept` for its own submits and claims.
 """
 
@@ -156,15 +157,17 @@ class Intake(JobState):
             try:
                 staged[0] = self._unpack(parts, job_dir, budget, stdin)
             finally:
-                spent[0] = time.thread_time() - started
+                spent[0] += time.thread_time() - started
                 if not keep:
                     self._remove_files(job_dir.name)
 
         try:
-            # Handed to the executor at once, as `sandbox.awaiting.in_thread_to_the_end` does
-            # (`to_thread` would first need a task and a turn of the loop); not named here, for
-            # the reason `_till_done` deletes its own name of it.
-            await _till_done(asyncio.get_running_loop().run_in_executor(None, unpack), budget.stop)
+            if not self._unpacked_here(unpack, parts, stdin, budget, job_dir):
+                # Handed to the executor at once, as `sandbox.awaiting.in_thread_to_the_end` does
+                # (`to_thread` would first need a task and a turn of the loop); not named here,
+                # for the reason `_till_done` deletes its own name of it.
+                loop = asyncio.get_running_loop()
+                await _till_done(loop.run_in_executor(None, unpack), budget.stop)
         except uploads.UploadError as error:
             raise errors.invalid_files(str(error)) from None
         except uploads.Expired:
@@ -190,6 +193,30 @@ class Intake(JobState):
             stdin=bool(stdin),
             staged=staged[0],
         )
+
+    def _unpacked_here(
+        self,
+        unpack: Callable[[], None],
+        parts: list[uploads.UploadPart],
+        stdin: bytes,
+        budget: uploads.Budget,
+        job_dir: Path,
+    ) -> bool:
+        """Whether `unpack` unpacked the upload here, on the event loop's thread: only a little
+        one is tried (`uploads.LITTLE_UPLOAD` bytes as sent, and its stdin), under the budget's
+        `little` bounds too. One that goes beyond them is removed, and False says to unpack it
+        anew in a thread, under its own budget only (its CPU so far still counts)."""
+        if len(stdin) > uploads.LITTLE_UPLOAD or _sent_bytes(parts) > uploads.LITTLE_UPLOAD:
+            return False
+        budget.little = (uploads.LITTLE_INFLATED, uploads.LITTLE_ENTRIES)
+        try:
+            unpack()
+            return True
+        except uploads.NotLittle:
+            self._remove_files(job_dir.name)
+            budget.little = None
+            budget.restart()
+            return False
 
     def _unpack(
         self,
@@ -217,6 +244,15 @@ class Intake(JobState):
             budget.restart()
         _unpack_into(job_dir, parts, budget, stdin)
         return None
+
+
+def _sent_bytes(parts: list[uploads.UploadPart]) -> int:
+    """The file parts' sizes as sent, added up (their files are spooled: seeking is cheap)."""
+    total = 0
+    for part in parts:
+        total += part.file.seek(0, os.SEEK_END)
+        part.file.seek(0)
+    return total
 
 
 def _unpack_into(
