@@ -274,3 +274,56 @@ def test_a_churner_that_faults_twice_what_its_memory_moves_is_never_judged_movin
         used, cpu = max(0, used + move), cpu + seconds
         faulted += 2 * abs(move) + 1 + extra
         assert not memory.moving(used, cpu, faulted)
+
+
+def test_the_first_samples_read_only_fork_failures_and_cap_a_fork_bomb_at_once(monkeypatch):
+    """The first samples (FIRST_SAMPLES) read a job's failed forks alone, on the event loop's
+    thread: a fork bomb sharing the host is capped at its first one; its CPU times and memory are
+    read from the first full sample on."""
+    monkeypatch.setattr(cpushare, "FIRST_SAMPLES", (0, 0, 0))
+    clock = Clock()
+    reads: list[str] = []
+
+    class Bomb:
+        """Fails 40 more forks every sample; ends after six samples, 10 ms apart."""
+
+        def __init__(self) -> None:
+            self.samples = 0
+            self.caps: list[tuple[float | None, float]] = []
+
+        def fork_failures(self) -> int:
+            if self.samples == 6:
+                raise OSError("the job has ended")
+            self.samples += 1
+            clock.now += 0.01
+            reads.append("failures")
+            return 40 * self.samples
+
+        def cpu_times(self) -> tuple[float, float]:
+            reads.append("times")
+            return 0.0, 0.01 * self.samples
+
+        def memory_used(self) -> int:
+            reads.append("memory")
+            return 50 * MiB
+
+        def faulted(self) -> int:
+            return 50 * MiB
+
+        def set_cpu_cap(self, cores: float | None) -> None:
+            self.caps.append((cores, clock.now))
+
+    share, bomb = CpuShare(clock), Bomb()
+    other = ScriptedCgroup([(0.01 * n, 0.0, 0, MiB) for n in range(1, 20)])
+
+    async def main() -> None:
+        beside = asyncio.create_task(share.watch("other", other, lambda seconds: None))
+        await share.starting()
+        await share.watch("bomb", bomb, lambda seconds: None)  # type: ignore[arg-type]
+        beside.cancel()
+
+    asyncio.run(main())
+    assert bomb.caps == [(0.1, 100.01)]  # at its first sample
+    early, full = reads[:3], reads[3:]
+    assert early == ["failures"] * 3
+    assert full == ["times", "failures", "memory"] * 3 + ["times"], full  # then it ended

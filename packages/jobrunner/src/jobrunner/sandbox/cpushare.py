@@ -178,25 +178,38 @@ class CpuShare:
         failures_before = 0
         user = system = 0.0
         times_due = -math.inf
+        filling_or_freeing = busy_in_kernel = False
         for n in itertools.count():
-            await asyncio.sleep(FIRST_SAMPLES[n] if n < len(FIRST_SAMPLES) else SAMPLE_SECONDS)
-            try:
-                times, reading, failures, memory, faulted = await asyncio.to_thread(
-                    _sample, job.cgroup, self.clock() >= times_due
-                )
-            except OSError:
-                return  # the job is ending right now: its cgroups are going away
-            if times is not None:
-                (user, system), times_due = times, self.clock() + reading / READING_SHARE
-                on_cpu(user + system)
+            early = n < len(FIRST_SAMPLES)
+            await asyncio.sleep(FIRST_SAMPLES[n] if early else SAMPLE_SECONDS)
+            if early:
+                # In its first 0.1 s a job of one core cannot have used the CPU that demotes it
+                # (DEMOTE_AFTER_CPU_SECONDS): only a fork bomb's failed forks make it heavy so
+                # soon. They are read alone, here (a file or three: a trip to a thread cost more
+                # than the reading, and a hello world's first sample came just as its jail ended);
+                # its CPU and memory from the first full sample on, at most 0.1 s later.
+                try:
+                    failures = job.cgroup.fork_failures()
+                except OSError:
+                    return  # as below
+            else:
+                try:
+                    times, reading, failures, memory, faulted = await asyncio.to_thread(
+                        _sample, job.cgroup, self.clock() >= times_due
+                    )
+                except OSError:
+                    return  # the job is ending right now: its cgroups are going away
+                if times is not None:
+                    (user, system), times_due = times, self.clock() + reading / READING_SHARE
+                    on_cpu(user + system)
+                filling_or_freeing = job.memory.moving(memory, user + system, faulted)
+                busy_in_kernel = job.split.busy_in_kernel(user, system) and not filling_or_freeing
             if len(self._running) > 1:
                 self._shared_at = self.clock()
             if not job.demoted and user + system >= DEMOTE_AFTER_CPU_SECONDS:
                 job.demoted = True
                 with contextlib.suppress(OSError):  # the same; or a write the kernel refused
                     await asyncio.to_thread(job.cgroup.set_cpu_weight, DEMOTED_WEIGHT)
-            filling_or_freeing = job.memory.moving(memory, user + system, faulted)
-            busy_in_kernel = job.split.busy_in_kernel(user, system) and not filling_or_freeing
             if failures > failures_before:
                 job.forked_at = self.clock()
             forking = (
