@@ -10,6 +10,7 @@ whole /64 (SLAAC, privacy addresses), so counting single IPv6 addresses would gi
 quotas.
 """
 
+import functools
 import ipaddress
 from collections.abc import Iterable
 
@@ -19,6 +20,9 @@ _Network = ipaddress.IPv4Network | ipaddress.IPv6Network
 _Address = ipaddress.IPv4Address | ipaddress.IPv6Address
 
 
+# Every request asks (the limits, the queue, the log's pseudonym) and `ipaddress` takes
+# microseconds a parse; addresses are immutable, so a bounded cache of the recent ones answers.
+@functools.lru_cache(maxsize=4096)
 def _parse_address(text: str) -> _Address | None:
     text = text.strip()
     if text.startswith("[") and "]" in text:  # "[::1]:port" as some proxies write it
@@ -39,6 +43,7 @@ def _parse_address(text: str) -> _Address | None:
 DEFAULT_IPV6_PREFIX = 64
 
 
+@functools.lru_cache(maxsize=4096)
 def rate_key(address: str, ipv6_prefix: int = DEFAULT_IPV6_PREFIX) -> str:
     """The key per-client limits use for an address.
 

@@ -23,6 +23,7 @@ rename a cgroup, so there every job's are made in its set-up.
 """
 
 import contextlib
+import functools
 import itertools
 import os
 import threading
@@ -180,7 +181,7 @@ class JobCgroup:
     memory_dir: Path  # v1: the memory controller's job dir; v2: the unified job dir
     dirs: list[Path]  # every controller's job dir (v2: just memory_dir)
 
-    @property
+    @functools.cached_property  # the command line's, and the floor benchmark's
     def procs_files(self) -> list[Path]:
         """Where a process writes `0` to put itself in the job (on v2 in a leaf: no internal
         processes in a cgroup whose controllers are enabled for its children). On v1 the `tasks`

@@ -15,6 +15,7 @@ Rootless (see privilege.py) there is no writable /var/lib to use: the tree is `<
 state dir's path shows in the jail's mountinfo.
 """
 
+import functools
 import hashlib
 import os
 from dataclasses import dataclass
@@ -43,39 +44,39 @@ class Layout:
         instance = instance_id(state)
         return cls(instance, jail_root / instance)
 
-    @property
+    @functools.cached_property  # asked for several times by every job
     def envs(self) -> Path:
         return self.root / "envs"
 
-    @property
+    @functools.cached_property
     def work(self) -> Path:
         """Holds one tmpfs mount point per running job."""
         return self.root / "work"
 
-    @property
+    @functools.cached_property
     def proc(self) -> Path:
         """Holds one directory per running job: the files that cover the host's /proc files, and
         nsjail's log of the job."""
         return self.root / "proc"
 
-    @property
+    @functools.cached_property
     def scratch(self) -> tuple[Path, Path]:
         """The directories that hold what comes and goes with every job: each is a tmpfs of the
         sandbox's own while it runs (`workdir.mount_scratch`)."""
         return self.work, self.proc
 
-    @property
+    @functools.cached_property
     def staging(self) -> Path:
         """A tmpfs of the server's own (0700) holding each queued job's unpacked upload until
         the job runs: see `workdir.mount_staging`."""
         return self.root / "staging"
 
-    @property
+    @functools.cached_property
     def proc_shared(self) -> Path:
         """The files that cover the host's /proc files alike for every job (written at start)."""
         return self.root / "proc-shared"
 
-    @property
+    @functools.cached_property
     def ids(self) -> Path:
         """The host-wide locks of the job uids (one file per id), shared by every instance."""
         return self.root.parent / "ids"
