@@ -3,6 +3,7 @@
 import argparse
 import asyncio
 import datetime as dt
+import gc
 
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -46,6 +47,9 @@ def build(trusted: TrustedProxies, cors: CorsPolicy) -> Starlette:
     async def whoami(request: Request) -> JSONResponse:
         return JSONResponse({"ip": client_ip(request, trusted)})
 
+    async def collector(request: Request) -> JSONResponse:
+        return JSONResponse({"threshold": gc.get_threshold(), "frozen": gc.get_freeze_count()})
+
     return Starlette(
         routes=[
             Route("/hello", hello),
@@ -53,6 +57,7 @@ def build(trusted: TrustedProxies, cors: CorsPolicy) -> Starlette:
             Route("/refuse", refuse, methods=["POST"]),
             Route("/slow", slow),
             Route("/whoami", whoami),
+            Route("/collector", collector),
         ],
         exception_handlers=exception_handlers(),
         middleware=[cors.middleware()],
