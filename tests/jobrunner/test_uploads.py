@@ -166,8 +166,8 @@ def test_safe_name_never_escapes(name):
     assert os.path.normpath(os.path.join("/base", path or ".")).startswith("/base")
 
 
-def test_gzip_bomb_stops_after_the_budget(tmp_path):
-    # 1 GiB of zeros compresses to about 1 MiB; extraction must stop near the 1 MB budget.
+def _gibibyte_of_zeros() -> io.BytesIO:
+    """A tarball of one 1 GiB file of zeros: about 1 MiB gzipped."""
     raw = io.BytesIO()
     with (
         gzip.GzipFile(fileobj=raw, mode="wb") as zipped,
@@ -177,23 +177,21 @@ def test_gzip_bomb_stops_after_the_budget(tmp_path):
         info.size = 2**30
         archive.addfile(info, _Zeros(2**30))
     raw.seek(0)
+    return raw
+
+
+def test_gzip_bomb_stops_after_the_budget(tmp_path):
+    # Extraction must stop near the 1 MB budget.
+    raw = _gibibyte_of_zeros()
     with pytest.raises(UploadError, match="storage limit"):
         extract_tarball(raw, tmp_path, Budget(1_000_000, 100))
     assert sum(p.stat().st_size for p in tmp_path.rglob("*") if p.is_file()) == 0
 
 
 def test_a_little_gzip_bomb_stops_one_byte_past_the_little_bound(tmp_path):
-    """A few KiB as sent that would inflate to 1 GiB: under the little bounds the inflating stops
-    one byte past them, not a chunk (1 MiB) later."""
-    raw = io.BytesIO()
-    with (
-        gzip.GzipFile(fileobj=raw, mode="wb") as zipped,
-        tarfile.open(fileobj=zipped, mode="w|") as archive,
-    ):
-        info = tarfile.TarInfo("zeros.bin")
-        info.size = 2**30
-        archive.addfile(info, _Zeros(2**30))
-    raw.seek(0)
+    """An archive that would inflate to 1 GiB: under the little bounds the inflating stops one
+    byte past them, not a chunk (1 MiB) later."""
+    raw = _gibibyte_of_zeros()
     budget = Budget(10**10, 100, little=(LITTLE_INFLATED, LITTLE_ENTRIES))
     with pytest.raises(NotLittle):
         extract_tarball(raw, tmp_path, budget)
