@@ -18,6 +18,8 @@ def test_defaults_are_the_interface_limits():
     )
     assert (settings.max_memory_mb, settings.max_timeout, settings.storage_mb) == (512, 300, 100)
     assert settings.host == "127.0.0.1" and settings.max_upload_mb == 50
+    # A slot per CPU and one more, so no core idles while a slot is between jobs.
+    assert settings.concurrency == (os.cpu_count() or 1) + 1
 
 
 def test_precedence(tmp_path, monkeypatch):

@@ -50,7 +50,7 @@ def main() -> None:
 @click.option(
     "--concurrency",
     type=click.IntRange(0),
-    help="Jobs run in parallel [CPU count]; 0 (with --cluster): a front end that runs nothing.",
+    help="Jobs run in parallel [CPU count + 1]; 0 (with --cluster): a front end that runs nothing.",
 )
 @click.option("--certfile", help="TLS certificate (PEM): serve HTTPS.")
 @click.option("--keyfile", help="TLS private key (PEM).")
