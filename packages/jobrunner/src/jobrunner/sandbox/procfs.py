@@ -121,7 +121,14 @@ def _target(name: str) -> str:
 def _binds(directory: Path, names: list[str]) -> list[tuple[Path, str]]:
     """The read-only binds (host file, path in the jail) of those of `names` the host has."""
     binds = [(directory / name, _target(name)) for name in names]
-    return [(source, target) for source, target in binds if os.path.exists(target)]
+    return [(source, target) for source, target in binds if _host_has(target)]
+
+
+@functools.cache
+def _host_has(target: str) -> bool:
+    """Whether the host has this /proc file (looked up once: every job's set-up asks, and the
+    host's /proc does not change while it runs)."""
+    return os.path.exists(target)
 
 
 def write_shared(directory: Path) -> list[tuple[Path, str]]:
@@ -154,14 +161,7 @@ def write(directory: Path, memory_bytes: int) -> list[tuple[Path, str]]:
     os.mkdir(directory, 0o711)
     _write(f"{directory}/meminfo", meminfo(memory_bytes))
     _write(f"{directory}/boot_id", f"{uuid.uuid4()}\n")
-    return [(directory / name, target) for name, target in _per_job_targets()]
-
-
-@functools.cache
-def _per_job_targets() -> tuple[tuple[str, str], ...]:
-    """`PER_JOB`'s names and the host files they cover, of those the host has (looked up once:
-    the host's /proc does not change while it runs)."""
-    return tuple((name, _target(name)) for name in PER_JOB if os.path.exists(_target(name)))
+    return _binds(directory, list(PER_JOB))
 
 
 def _write(path: Path | str, content: str) -> None:
