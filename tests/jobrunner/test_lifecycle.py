@@ -8,7 +8,16 @@ import time
 import httpx
 import trustme
 
-from support.jobclient import HELD, JOBRUNNER, log_of, release, run_job, submit, wait_finished
+from support.jobclient import (
+    HELD,
+    JOBRUNNER,
+    log_of,
+    release,
+    run_job,
+    submit,
+    tarball,
+    wait_finished,
+)
 from support.servers import ServerProcess, wait_until
 
 
@@ -155,6 +164,23 @@ def test_serves_https_with_certificate_and_key(start_server, state_dir):
     context = ssl.create_default_context()
     ca.configure_trust(context)
     assert httpx.get(f"{server.url}/health", verify=context).json()["status"] == "healthy"
+
+
+def test_a_job_reported_finished_is_never_counted_active(start_server):
+    """`/stats` never contradicts `/status`: a job's teardown follows its final record (and
+    waits while nothing needs its slot), but once the record says finished, `active_jobs` does
+    not count the job. Asked at once, on one connection, twenty times."""
+    server = start_server()
+    with httpx.Client(base_url=server.url, timeout=60) as client:
+        for _ in range(20):
+            answer = client.post(
+                "/submit",
+                params={"wait": "60"},
+                data={"manifest": '{"entrypoint": "main.py"}'},
+                files={"files": ("job.tar.gz", tarball({"main.py": "print(1)"}))},
+            )
+            assert answer.json()["status"] == "completed", answer.text
+            assert client.get("/stats").json()["system"] == {"queue_length": 0, "active_jobs": 0}
 
 
 def test_queued_jobs_positions_and_concurrency(start_server, state_dir):

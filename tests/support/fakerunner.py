@@ -19,7 +19,7 @@ import os
 import shutil
 import threading
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -63,6 +63,7 @@ class FakeRunner:
         on_cpu: Callable[[float], None] = lambda _: None,
         stop: asyncio.Event | None = None,
         on_result: Callable[[RunResult], None] | None = None,  # not used: nothing follows
+        linger: Callable[[], Awaitable[None]] | None = None,  # not used: nothing to tear down
     ) -> RunResult:
         stop = stop or asyncio.Event()
         self.started.append(spec.job_id)

@@ -37,6 +37,10 @@ class Upload(msgspec.Struct, array_like=True):
 
 
 class Claiming(ClusterState):
+    async def _linger(self) -> None:
+        """No wait before a job's teardown here: a node publishes the job's record to the
+        cluster once its run is done, teardown included."""
+
     async def _claimer(self) -> None:
         """Claim a job whenever a slot is free (pull): never more than `concurrency` at once.
         Idle, wait for the queue's wake-up; a slot freed by a job's end was offered the next
@@ -106,11 +110,9 @@ class Claiming(ClusterState):
             pump = self._spawn(self.logs.pump(job.id, job.log, started, copied), f"log-{job.id}")
             if not job.finished:
                 starter = self._spawn(self._start_soon(job, started, taken_back), f"start-{job.id}")
-                self.running += 1
                 try:
                     await self._run(job)
                 finally:
-                    self.running -= 1
                     starter.cancel()
             await pump
             if taken_back.is_set():  # the cluster gave the job to another node: not ours

@@ -28,6 +28,12 @@ log = logging.getLogger("jobrunner")
 # pool's 30 s for a short upstream request.
 CANCEL_PATIENCE = 20.0
 CANCELLED_NOTE = "the job was cancelled (DELETE /jobs/{id})"
+# How long a finished job's teardown (its cgroups, its work dir's unmount) waits while no job is
+# queued: it then runs while the next job's jail does (a sequential client's next job is set up
+# and started within 3 to 6 ms of the answer, and runs for 15 ms or more), not beside that job's
+# submit and set-up, nor beside the answer of the job it tears down. Traced on a 2-core host: the
+# submit to completed of a hello world 0.3 to 0.45 ms shorter. A queued job ends the wait at once.
+TEARDOWN_LINGER = 0.010
 
 
 class JobRunning(JobState):
@@ -41,12 +47,12 @@ class JobRunning(JobState):
                 if not self.environments.built(job.manifest.environment):
                     self._wait_for_environment(job, entry)  # the slot goes to the next job
                     continue
-                self.running += 1
+                self.in_slots += 1
                 self.queue.started(entry)
                 try:
                     await self._run(job)
                 finally:
-                    self.running -= 1
+                    self.in_slots -= 1
                     self.queue.finished(entry)
                     async with self._queue_changed:
                         # For the other workers (a slot is free) and drain() (a job ended).
@@ -64,7 +70,7 @@ class JobRunning(JobState):
         changes, or after a second (clients turn short or long, and jobs wait long enough, as
         time passes)."""
         async with self._queue_changed:
-            while (entry := self.queue.take(self.settings.concurrency - self.running)) is None:
+            while (entry := self.queue.take(self.settings.concurrency - self.in_slots)) is None:
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self._queue_changed.wait(), 1.0 if self.queue else None)
             return entry
@@ -91,9 +97,19 @@ class JobRunning(JobState):
         self._waiting.add(task)
         task.add_done_callback(self._waiting.discard)
 
+    async def _linger(self) -> None:
+        """Up to `TEARDOWN_LINGER` seconds, while no job is queued: the wait before a finished
+        job's teardown (its slot is taken until the teardown is done)."""
+        async with self._queue_changed:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(
+                    self._queue_changed.wait_for(lambda: bool(self.queue)), TEARDOWN_LINGER
+                )
+
     async def _run(self, job: Job) -> None:
         s = self.settings
         job.state, job.started_at = "running", timestamp()
+        self.running += 1  # until its record is final (`_finish`), not until its teardown is done
         started = self.clock()
         self.metrics.job_started(started - job.queued_at)
         log.info("job %s started", job.id, extra=self._facts(job, event="job.started"))
@@ -140,6 +156,7 @@ class JobRunning(JobState):
                 on_cpu=lambda cpu: self.limiter.cpu_used(job.client, job.id, cpu),
                 stop=job.cancelled,
                 on_result=conclude,
+                linger=self._linger,
             )
             if not job.finished:  # the result was not handed over before the teardown
                 conclude(result)
@@ -185,6 +202,8 @@ class JobRunning(JobState):
             asyncio.get_running_loop().run_in_executor(None, work, *args)
 
     def _finish(self, job: Job, started: float, note: str | None) -> None:
+        if job.state == "running":  # no count calls active a job `/status` calls finished
+            self.running -= 1
         self._release(job)
         # Its upload goes now rather than with its record at the end of the retention: all its
         # files if it never ran (cancelled while queued, its environment failed; it has no

@@ -10,7 +10,7 @@ because every part uses them.
 import asyncio
 import shutil
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Protocol
@@ -37,10 +37,12 @@ class Runner(Protocol):
         on_cpu: Callable[[float], None] = ...,
         stop: asyncio.Event | None = ...,
         on_result: Callable[[RunResult], None] | None = ...,
+        linger: Callable[[], Awaitable[None]] | None = ...,
     ) -> RunResult:
         """Run the job; once `stop` is set, kill it (or never start it) and return at once with
         what was measured, without its outputs (`failure: cancelled`). A runner with work left
-        after the result is known (the sandbox's teardown) may give it to `on_result` first."""
+        after the result is known (the sandbox's teardown) may give it to `on_result` first,
+        and await `linger` before that work."""
         ...
 
 
@@ -67,7 +69,8 @@ class JobState:
             clock=clock,
         )
         self._queue_changed = asyncio.Condition()
-        self.running = 0
+        self.running = 0  # jobs started whose record is not final yet
+        self.in_slots = 0  # slots taken: by those, and by finished jobs' teardowns
         self.accepting = True
         self.limiter = RateLimiter(
             Limits(

@@ -13,7 +13,6 @@ and whatever survives a server crash is found by the next start, see `cgroups.Cg
 import asyncio
 import contextlib
 import fcntl
-import functools
 import logging
 import os
 import resource
@@ -21,7 +20,7 @@ import shutil
 import signal
 import subprocess
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -228,19 +227,20 @@ class Sandbox:
         on_cpu: Callable[[float], None] = lambda _: None,
         stop: asyncio.Event | None = None,
         on_result: Callable[[RunResult], None] | None = None,
+        linger: Callable[[], Awaitable[None]] | None = None,
     ) -> RunResult:
         """Run the job; `on_result` (if given) gets its final result, outputs copied, as soon as
         it is known: the teardown (cgroups, the work dir's unmount) follows while the caller
         publishes it, and `run` returns the same result once the teardown is done. Not called
         if the job never started (a refused setup, a cancel before the start) or if the
-        concluding step failed."""
+        concluding step failed. `linger` (if given) is awaited between the two: the caller
+        lets the teardown wait while nothing needs the slot (see `JobRunning._linger`)."""
         work = self.layout.work / spec.job_id
         stop = stop or asyncio.Event()
         # A uid is free whenever a slot is: each job gives its uid back only after `_cleanup`,
         # when none of its processes and none of its files is left.
         uid = self.job_ids.take()
         opened: list[int] = []  # descriptors `_prepare` opened for the jail: closed at the end
-        cleaning = True  # until `_conclude` has cleaned up
         try:
             setting_up = time.monotonic()
             try:
@@ -269,80 +269,34 @@ class Sandbox:
             if stop.is_set():  # cancelled while it was being set up: it never starts
                 return RunResult(None, "cancelled", 0.0, 0)
             ended = await self._execute(spec, job_cgroup, jail, on_output, on_cpu, stop)
-            loop = asyncio.get_running_loop()
-            known: asyncio.Future[RunResult] = loop.create_future()
-
-            def final(result: RunResult) -> RunResult:
-                result.setup_seconds = setup_seconds
-                if stop.is_set():  # what it used is measured; its outputs are not wanted
-                    result.failure, result.note = "cancelled", None
-                return result
-
             if workdir.holds_little(work):
                 # A job that left a few small files (a hello world leaves its input) is
-                # concluded here: its outputs cost less than the two trips to a thread and back
-                # (0.4 ms of an idle job's latency), and the event loop waits for at most
-                # `workdir.LITTLE_BYTES` copied and hashed. The teardown still goes to a thread
-                # (in `finally`), after the result is out.
-                result = final(self._result(spec, work, job_cgroup, ended, stop))
-                if on_result is not None:
-                    on_result(result)
-                return result
-
-            def hand_over(result: RunResult) -> None:  # in the thread, before the teardown
-                loop.call_soon_threadsafe(awaiting.settle, known, result)
-
-            # What the job did, its outputs, then the teardown: one trip to a thread, not five
-            # (aiofiles' open, read and close, the outputs, the teardown; with the teardown's own
-            # savings, the jail's end to the job's result went from 8 ms to 3 ms on a loaded
-            # 2-core host). The result is handed over from the thread before the teardown, so
-            # the job is published while its jail is taken down, not after (the teardown took
-            # 0.4 ms of every job's latency). Handed to the executor at once, as in
-            # `awaiting.in_thread_to_the_end`: a task around it would first wait a turn of the loop.
-            result_of = functools.partial(self._result, spec, work, job_cgroup, ended, stop)
-            concluding = loop.run_in_executor(
-                None, self._conclude, result_of, hand_over, spec.job_id, work
-            )
-            try:
-                await asyncio.wait({known, concluding}, return_when=asyncio.FIRST_COMPLETED)
-                if on_result is not None and known.done():
-                    on_result(final(known.result()))
-            finally:
-                # To its end, whatever happened here (a cancel, `on_result` failing): what the
-                # thread mounted and created is gone only then.
-                cancelled = await awaiting.to_the_end(concluding)
-                cleaning = concluding.exception() is not None
-            result = concluding.result()  # the teardown's failure, if any, is raised here
-            if cancelled:
-                raise asyncio.CancelledError
-            return final(result)
+                # concluded here: its outputs cost less than a trip to a thread and back (0.2 ms
+                # of an idle job's latency), and the event loop waits for at most
+                # `workdir.LITTLE_BYTES` copied and hashed.
+                result = self._result(spec, work, job_cgroup, ended, stop)
+            else:
+                result = await awaiting.in_thread_to_the_end(
+                    self._result, spec, work, job_cgroup, ended, stop
+                )
+            result.setup_seconds = setup_seconds
+            if stop.is_set():  # what it used is measured; its outputs are not wanted
+                result.failure, result.note = "cancelled", None
+            if on_result is not None:
+                on_result(result)
+            if linger is not None:
+                await linger()
+            return result
         finally:
             for fd in opened:
                 os.close(fd)
             # However far `_prepare` got, even if it failed or this task was cancelled: the
-            # tmpfs lives in the host's RAM until it is unmounted. (`_conclude` did it already,
-            # unless it failed; a job concluded on the loop's thread is taken down here.)
+            # tmpfs lives in the host's RAM until it is unmounted. The job's result is out by
+            # now: the teardown follows it, in a thread (its syscalls took 0.5 to 3.5 ms here).
             try:
-                if cleaning:
-                    await awaiting.in_thread_to_the_end(self._cleanup, spec.job_id, work)
+                await awaiting.in_thread_to_the_end(self._cleanup, spec.job_id, work)
             finally:
                 self.job_ids.give_back(uid)
-
-    def _conclude(
-        self,
-        result_of: Callable[[], RunResult],
-        hand_over: Callable[[RunResult], None],
-        job_id: str,
-        work: Path,
-    ) -> RunResult:
-        """Once the jail has ended (in a thread): the result (`_result`'s) given to `hand_over`;
-        then `_cleanup`, whatever happened."""
-        try:
-            result = result_of()
-            hand_over(result)
-            return result
-        finally:
-            self._cleanup(job_id, work)
 
     def _result(
         self,

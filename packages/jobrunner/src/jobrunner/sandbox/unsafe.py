@@ -8,7 +8,7 @@ import asyncio
 import os
 import shutil
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +25,7 @@ class UnsafeRunner:
         on_cpu: Callable[[float], None] = lambda _: None,
         stop: asyncio.Event | None = None,
         on_result: Callable[[RunResult], None] | None = None,  # not used: nothing follows
+        linger: Callable[[], Awaitable[None]] | None = None,  # not used: nothing to tear down
     ) -> RunResult:
         stop = stop or asyncio.Event()
         if stop.is_set():
