@@ -88,6 +88,7 @@ class Sandbox:
         self.shared_proc_binds = shared_proc_binds  # `procfs.write_shared`'s, for every jail
         self.cpu_share = CpuShare()
         self.spare_memory: int | None = None  # the memory limit of spare cgroups: the last job's
+        self.concluded = 0  # jobs whose result is out, their teardown to come (ids still taken)
         self.mode = "sandbox: root"  # the start-up line naming the mode and what it lacks
         self.staging = layout.staging  # where queued uploads wait (`Intake._unpack`)
 
@@ -241,14 +242,16 @@ class Sandbox:
         # when none of its processes and none of its files is left.
         uid = self.job_ids.take()
         opened: list[int] = []  # descriptors `_prepare` opened for the jail: closed at the end
+        concluded = False
         try:
             setting_up = time.monotonic()
             try:
-                if self.job_ids.taken == 1 and little_to_copy(spec):
-                    # The only job of this sandbox, and a small one: set up here, not in a
-                    # thread. No other job's steps wait on the event loop meanwhile, and the
-                    # trip to a thread and back cost 0.3 ms of an idle job's latency (the
-                    # set-up's syscalls themselves take about 0.8 ms).
+                if self.job_ids.taken - self.concluded == 1 and little_to_copy(spec):
+                    # The only job of this sandbox (but for finished ones whose teardown is to
+                    # come), and a small one: set up here, not in a thread. No other job's steps
+                    # wait on the event loop meanwhile, and the trip to a thread and back cost
+                    # 0.3 ms of an idle job's latency (the set-up's syscalls themselves take
+                    # about 0.8 ms).
                     job_cgroup, jail = self._prepare(spec, work, uid, opened)
                 else:
                     job_cgroup, jail = await awaiting.in_thread_to_the_end(
@@ -282,6 +285,8 @@ class Sandbox:
             result.setup_seconds = setup_seconds
             if stop.is_set():  # what it used is measured; its outputs are not wanted
                 result.failure, result.note = "cancelled", None
+            self.concluded += 1
+            concluded = True
             if on_result is not None:
                 on_result(result)
             if linger is not None:
@@ -297,6 +302,8 @@ class Sandbox:
                 await awaiting.in_thread_to_the_end(self._cleanup, spec.job_id, work)
             finally:
                 self.job_ids.give_back(uid)
+                if concluded:
+                    self.concluded -= 1
 
     def _result(
         self,
