@@ -40,11 +40,6 @@ async def reaped(pid: int) -> tuple[int, resource.struct_rusage]:
     return status, usage
 
 
-def settle(future: "asyncio.Future[T]", value: T) -> None:
-    if not future.done():  # (not if the waiting task was cancelled and gave it up)
-        future.set_result(value)
-
-
 async def to_the_end(task: "asyncio.Future[T]") -> bool:
     """Wait until `task` is done, even if this task is cancelled meanwhile: whether it was."""
     cancelled = False
