@@ -79,9 +79,11 @@ class Claiming(ClusterState):
         self.taken -= 1
         self._slot_freed.set()
 
-    def _took(self, claimed: Claimed, unpacked: Job | None = None) -> None:
-        """Run a job claimed into a slot already counted in `taken`. `unpacked`: the job as
-        this node's submit checked it, its files in place (its upload is not unpacked again)."""
+    def _took(self, claimed: Claimed) -> None:
+        """Run a job claimed into a slot already counted in `taken`: as this node's submit
+        checked it, its files in place, if that submit has not answered yet (its upload is not
+        unpacked again); else from its upload in the store."""
+        unpacked = self._checked.pop(claimed.job_id, None)
         if unpacked is not None:
             self._adopt(unpacked)
         self._spawn(self._take(claimed, unpacked), f"job-{claimed.job_id}")
@@ -127,6 +129,8 @@ class Claiming(ClusterState):
             if job is not None:
                 self._fail_after_crash(job)
                 await self._publish(job, self.logs.tail(job.log, copied[0], job.state))
+            else:  # before it was a job here: it must not stay claimed by a live node forever
+                await self._fail_unstarted(claimed)
         finally:
             self.taken -= 1
             self._slot_freed.set()
@@ -170,7 +174,21 @@ class Claiming(ClusterState):
             self.taken += 1  # the slot this job leaves (its `finally` gives it back)
             self._took(claimed)
 
+    async def _fail_unstarted(self, claimed: Claimed) -> None:
+        """Settle a claimed job that never became a job here: `failed`, `sandbox_error`,
+        signed by this node, its log ended."""
+        queued = decode_status(claimed.record)
+        record = vouching.own_record(
+            self.key, claimed.job_id, queued.job_hash, queued.created_at, "sandbox_error"
+        )
+        await self._persist(lambda: self.cq.finish(claimed.job_id, self.node_id, _encode(record)))
+        await self._persist(lambda: self.logs.end(claimed.job_id, "failed"))
+
     async def _unpack_claimed(self, claimed: Claimed, queued: StatusRecord) -> Job | None:
+        if (scrapping := self._scrapping.get(claimed.job_id)) is not None:
+            # This node's submit checked the job, answered and is removing those files: the
+            # upload is unpacked into the same place once they are gone.
+            await asyncio.shield(scrapping)
         upload = msgspec.msgpack.decode(claimed.upload, type=Upload)
         parts = [uploads.UploadPart(name, io.BytesIO(data)) for name, data in upload.parts]
         job_dir = self.jobs_dir / claimed.job_id
@@ -180,13 +198,7 @@ class Claiming(ClusterState):
         except errors.JobrunnerError as error:  # checked at submit: another node's settings
             await asyncio.to_thread(self._remove_files, job_dir.name)
             log.warning("job %s: refused by this node after all: %s", claimed.job_id, error)
-            record = vouching.own_record(
-                self.key, claimed.job_id, queued.job_hash, queued.created_at, "sandbox_error"
-            )
-            await self._persist(
-                lambda: self.cq.finish(claimed.job_id, self.node_id, _encode(record))
-            )
-            await self._persist(lambda: self.logs.end(claimed.job_id, "failed"))
+            await self._fail_unstarted(claimed)
             return None
         except BaseException:
             await asyncio.shield(asyncio.to_thread(self._remove_files, job_dir.name))

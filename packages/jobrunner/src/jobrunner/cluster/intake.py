@@ -65,15 +65,21 @@ class ClusterIntake(Claiming):
         # Without a free slot now, the node will not run this job: its files are only checked
         # (removed in the unpacking's own thread, one trip to a thread as in the embedded mode).
         scratch = not self._free_slot()
-        kept = False  # the checked files became the job this node runs
         try:
             raw = [(part.filename, await _read(part.file)) for part in parts]
             checked = [uploads.UploadPart(name, io.BytesIO(data)) for name, data in raw]
-            job = await self._accept(
-                client, manifest_text, checked, job_dir, deadline, keep=not scratch
-            )
+            try:
+                job = await self._accept(
+                    client, manifest_text, checked, job_dir, deadline, keep=not scratch
+                )
+            except BaseException:
+                if not scratch:
+                    self._scrap(job_dir.name)
+                raise
+            if not scratch:
+                self._checked[job.id] = job  # until the answer: a claim of it here runs these
             upload = msgspec.msgpack.encode(Upload(client, manifest_text, raw))
-            position, kept = await self._queue(job, reservation, upload, scratch)
+            position = await self._queue(job, reservation, upload, scratch)
         except QueueFull:
             await self.cancel_reservation(reservation)
             raise errors.queue_full(self.settings.max_queue) from None
@@ -81,22 +87,25 @@ class ClusterIntake(Claiming):
             await self.cancel_reservation(reservation)
             raise
         finally:
-            if not (kept or scratch):  # removed while the answer goes out
-                self._spawn(
-                    asyncio.to_thread(self._remove_files, job_dir.name), f"scratch-{job_dir.name}"
-                )
+            if self._checked.pop(job_dir.name, None) is not None:  # no claim here took them
+                self._scrap(job_dir.name)  # removed while the answer goes out
         self.metrics.accepted.inc()
         log.info("job %s accepted into the cluster queue", job.id)
         return SubmitResult(job.id, "queued", position, job.job_hash)
 
-    async def _queue(
-        self, job: Job, reservation: Reservation, upload: bytes, scratch: bool
-    ) -> tuple[int, bool]:
+    def _scrap(self, job_id: str) -> None:
+        """Remove what this node's submit checked of `job_id`, in a thread; a claim of the job
+        here meanwhile waits until it is gone (`_unpack_claimed`)."""
+        task = self._spawn(asyncio.to_thread(self._remove_files, job_id), f"scratch-{job_id}")
+        self._scrapping[job_id] = task
+        task.add_done_callback(lambda _: self._scrapping.pop(job_id, None))
+
+    async def _queue(self, job: Job, reservation: Reservation, upload: bytes, scratch: bool) -> int:
         """Queue the job; with a free slot, claim the cluster's next job in the same call (a
-        pull, as the claimer's: the job due first, which may be another) and run it. The job's
-        position, and whether this node runs it from the files just checked. A node that had
-        no free slot when the upload came (`scratch`: the files are gone) claims nothing here:
-        a slot freed meanwhile claims by itself."""
+        pull, as the claimer's: the job due first, which may be another) and run it (this job
+        from the files just checked, see `_took`). The job's position. A node that had no free
+        slot when the upload came (`scratch`: the files are gone) claims nothing here: a slot
+        freed meanwhile claims by itself."""
         s = self.settings
         taking = not scratch and self._free_slot()
         if taking:
@@ -118,8 +127,6 @@ class ClusterIntake(Claiming):
         finally:
             if taking and claimed is None:
                 self._give_slot_back()
-        if claimed is None:
-            return position, False
-        own = claimed.job_id == job.id
-        self._took(claimed, job if own else None)
-        return position, own
+        if claimed is not None:
+            self._took(claimed)
+        return position

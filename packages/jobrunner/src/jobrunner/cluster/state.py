@@ -23,6 +23,7 @@ from jobrunner.cluster.queue import ClusterQueue
 from jobrunner.cluster.registry import Registry
 from jobrunner.cluster.store import Store
 from jobrunner.config import Settings
+from jobrunner.jobs import Job
 from jobrunner.metrics import WorkerMetrics
 from jobrunner.node.service import JobService
 from jobrunner.node.state import Runner
@@ -58,6 +59,12 @@ class ClusterState(JobService):
         self._node_tasks: set[asyncio.Task[None]] = set()
         self._allowed: tuple[float, set[str]] = (0.0, set())
         self._watchers: dict[str, set[asyncio.Event]] = {}  # job id -> status requests waiting
+        # A submit's checked files (`submit_cluster`, with a slot free when it came), kept until
+        # its answer is out: this node's claim of the job meanwhile runs them (`_took`) rather
+        # than unpacking the upload again into the same place; after that, what is being removed,
+        # which such a claim waits for (`_unpack_claimed`).
+        self._checked: dict[str, Job] = {}
+        self._scrapping: dict[str, asyncio.Task[None]] = {}
         self.session: aiohttp.ClientSession | None = None
         self._left = False  # drained and out of the registry
         # The cluster's queue length and jobs claimed or running, read from the store at most
