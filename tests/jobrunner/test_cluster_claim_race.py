@@ -13,23 +13,15 @@ import asyncio
 import contextlib
 import json
 import threading
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
-from jobrunner.cluster.admin import allow
-from jobrunner.cluster.http import build_cluster_app
 from jobrunner.cluster.service import ClusterService
-from jobrunner.cluster.store import Store, connect
-from jobrunner.config import Settings
-from jobrunner.environments import MARKER
-from jobrunner.signing import WorkerKey
-from servekit import Listener, TrustedProxies
-from servekit.launcher import serve_async
-from support.fakerunner import GENEROUS, FakeRunner, steps
+from support.fakerunner import FakeRunner, serving, steps
 from support.jobclient import tarball
 
 pytestmark = pytest.mark.timeout(120)
@@ -37,55 +29,27 @@ MANIFEST = {"entrypoint": "main.json", "interpreter": "python"}
 FILES = {"main.json": steps({"file": "out.txt", "data": "ran"}), "data.txt": "kept"}
 
 
-@contextlib.asynccontextmanager
-async def cluster_node(state: Path, redis_url: str) -> AsyncIterator[tuple[str, ClusterService]]:
-    """One node of one slot, allowed in the cluster, served on a free loopback port."""
-    runner = FakeRunner()
-    runner.staging = state / "staging"  # where a checked upload waits, as on the sandbox's tmpfs
-    runner.staging.mkdir(parents=True)
-    settings = Settings(
-        state_dir=str(state), cluster=redis_url, concurrency=1, start_after=60.0, **GENEROUS
-    )
-    default = state / "envs" / "default"
-    default.mkdir(parents=True)
-    (default / MARKER).write_text("")
-    key = WorkerKey.load_or_create(state / "worker.key")
-    store = Store(connect(redis_url))
-    await allow(store, key.worker_id)
-    node = ClusterService(settings, runner, key, Store(connect(redis_url)))
-    ready: asyncio.Future[str] = asyncio.get_running_loop().create_future()
-    stop = asyncio.Event()
-    served = asyncio.create_task(
-        serve_async(
-            build_cluster_app(node, TrustedProxies(())),
-            Listener("127.0.0.1", 0),
-            graceful_timeout=2,
-            on_ready=ready.set_result,
-            stop=stop,
-            before_shutdown=node.drain,
-        )
-    )
-    url = await asyncio.wait_for(ready, 10)
-    node.advertise = url
-    async with httpx.AsyncClient() as client:
-        await client.get(f"{url}/health", timeout=10)
-    try:
-        yield url, node
-    finally:
-        stop.set()
-        await asyncio.wait_for(served, 30)
-        await store.close()
-
-
 def run(redis_server, tmp_path: Path, scenario: Callable[..., Awaitable[None]]) -> None:
+    """`scenario(url, node, client)` against one node of one slot, whose checked uploads wait
+    on a staging directory as on the sandbox's tmpfs."""
     redis_server.cli("FLUSHALL")
+    runner = FakeRunner()
+    runner.staging = tmp_path / "staging"
+    runner.staging.mkdir()
 
     async def main() -> None:
         async with (
-            cluster_node(tmp_path / "node", redis_server.url) as (url, node),
+            serving(
+                tmp_path / "node",
+                runner,
+                cluster=redis_server.url,
+                concurrency=1,
+                start_after=60.0,
+            ) as served,
             httpx.AsyncClient(timeout=30) as client,
         ):
-            await scenario(url, node, client)
+            assert isinstance(served.service, ClusterService)
+            await scenario(served.url, served.service, client)
 
     asyncio.run(main())
 

@@ -167,7 +167,8 @@ async def serving(
     **options: Any,
 ) -> AsyncIterator[Served]:
     """Serve the real app on 127.0.0.1 (a free port) in this event loop until the block ends
-    (with the service's `clock` if given: a test's `Clock` it moves on); with `metrics`, its
+    (a cluster node's, allowed in the store, with the option `cluster=URL`; with the service's
+    `clock` if given: a test's `Clock` it moves on); with `metrics`, its
     metrics app too, on a listener of its own; `listener` (its port 0) serves HTTPS with a
     certificate; `wrap` (if given) wraps the ASGI app, as a proxy or an older server would."""
     runner = runner or FakeRunner()
@@ -176,10 +177,26 @@ async def serving(
     default.mkdir(parents=True, exist_ok=True)
     (default / MARKER).write_text("")  # the fake runner needs no venv
     key = WorkerKey.load_or_create(state / "worker.key")
-    service = (
-        JobService(settings, runner, key, clock) if clock else JobService(settings, runner, key)
-    )
-    app = build_app(service, TrustedProxies(settings.trusted_proxies))
+    node = None  # the cluster node, if it is one (told its URL once served)
+    if settings.cluster:  # a cluster node, allowed in the cluster's store
+        from jobrunner.cluster.http import build_cluster_app
+        from jobrunner.cluster.registry import Registry
+        from jobrunner.cluster.service import ClusterService
+        from jobrunner.cluster.store import Store, connect
+
+        store = Store(connect(settings.cluster))
+        try:
+            await Registry(store).allow(key.worker_id)
+        finally:
+            await store.close()
+        node = ClusterService(settings, runner, key, Store(connect(settings.cluster)))
+        service = node
+        app = build_cluster_app(node, TrustedProxies(settings.trusted_proxies))
+    else:
+        service = (
+            JobService(settings, runner, key, clock) if clock else JobService(settings, runner, key)
+        )
+        app = build_app(service, TrustedProxies(settings.trusted_proxies))
     if wrap is not None:
         app = wrap(app)
     ready: asyncio.Future[str] = asyncio.get_running_loop().create_future()
@@ -205,6 +222,8 @@ async def serving(
         )
     )
     url = await asyncio.wait_for(ready, 10)
+    if node is not None:
+        node.advertise = url
     metrics_url = await asyncio.wait_for(side_ready, 10) if metrics else ""
     # The announcement comes before the app's startup (the state dir, the runner loops) has run;
     # hypercorn answers only once it has: a test that calls the service directly waits for that.
