@@ -1,7 +1,9 @@
 """The hypercorn launcher: announced address, TLS, and graceful shutdown on SIGTERM."""
 
 import contextlib
+import os
 import re
+import signal
 import socket
 import ssl
 import threading
@@ -12,6 +14,8 @@ import trustme
 
 from servekit import Listener, launcher
 from support.servers import wait_until
+
+TCP_ESTABLISHED = 1  # tcpi_state, the first byte of TCP_INFO (linux/tcp_states.h)
 
 
 def test_listener_needs_both_tls_files():
@@ -164,3 +168,33 @@ def test_the_start_up_is_frozen_and_full_collections_are_rarer(app):
     assert answer["threshold"] == [young, middle, launcher.FULL_COLLECTION_AFTER]
     assert 10 * gc.get_threshold()[2] <= launcher.FULL_COLLECTION_AFTER
     assert answer["frozen"] > 10_000  # the imports', at the least
+
+
+def test_a_burst_of_connections_waits_in_the_kernel_not_for_a_retransmission(app):
+    """Clients connecting at once while the server is busy are held, completed, by the kernel
+    until the server accepts them: `BACKLOG` of them. Beyond that queue a client's SYN is
+    dropped and its connect waits for the retransmission (1 s, then 3 s). hypercorn listens again
+    with its own backlog (100 by default), which cut the launcher's queue to 100: 300 clients
+    connecting at once to a busy server, 199 of them waited a second. A stopped server is the
+    busiest: it accepts nothing, so the queue alone holds what it can."""
+    burst = 300
+    assert burst < launcher.BACKLOG
+    host, port = app.url.removeprefix("http://").rsplit(":", 1)
+    clients = [socket.socket() for _ in range(burst)]
+    os.kill(app.proc.pid, signal.SIGSTOP)
+    try:
+        for client in clients:
+            client.setblocking(False)
+            client.connect_ex((host, int(port)))  # EINPROGRESS: the handshake goes on alone
+
+        def completed() -> int:  # handshakes done: the connection waits in the server's queue
+            states = (c.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, 8)[0] for c in clients)
+            return sum(state == TCP_ESTABLISHED for state in states)
+
+        # A SYN retransmitted meets the same full queue: beyond it, a client never completes.
+        assert wait_until(lambda: completed() == burst), f"{completed()} of {burst} completed"
+    finally:
+        os.kill(app.proc.pid, signal.SIGCONT)
+        for client in clients:
+            client.close()
+    assert httpx.get(f"{app.url}/hello", timeout=10).status_code == 200
