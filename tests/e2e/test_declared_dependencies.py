@@ -29,10 +29,13 @@ def _declared(package: Path) -> set[str]:
     for requirement in requirements:
         match = re.match(r"([A-Za-z0-9._-]+)(?:\[([^\]]*)\])?", requirement)
         assert match is not None, requirement
-        declared.add(_normal(match.group(1)))
-        extras = {e.strip() for e in (match.group(2) or "").split(",") if e.strip()}
-        for added in importlib.metadata.requires(match.group(1)) or [] if extras else []:
-            if any(re.search(rf"extra == .{re.escape(e)}.", added) for e in extras):
+        name, extras = match.group(1), match.group(2)
+        declared.add(_normal(name))
+        if not extras:
+            continue
+        wanted = {extra.strip() for extra in extras.split(",")}
+        for added in importlib.metadata.requires(name) or []:
+            if any(re.search(rf"extra == .{re.escape(extra)}.", added) for extra in wanted):
                 declared.add(_normal(re.match(r"[A-Za-z0-9._-]+", added).group()))
     return declared
 

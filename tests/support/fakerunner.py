@@ -179,6 +179,7 @@ async def serving(
     key = WorkerKey.load_or_create(state / "worker.key")
     node = None  # the cluster node, if it is one (told its URL once served)
     if settings.cluster:  # a cluster node, allowed in the cluster's store
+        assert clock is None, "a cluster node runs on the real clock"
         from jobrunner.cluster.http import build_cluster_app
         from jobrunner.cluster.registry import Registry
         from jobrunner.cluster.service import ClusterService
